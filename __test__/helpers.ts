@@ -1,0 +1,172 @@
+// Helpers for tests against real processes. They read the process table
+// directly (/proc), independently of procward's own parser, so a bug there
+// cannot hide itself.
+import { type ChildProcess, spawn } from 'node:child_process'
+import { readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+
+export const FIXTURES = join(__dirname, 'fixtures')
+export const isRoot = process.getuid?.() === 0
+
+/** The state letter from /proc/<pid>/stat, or null when the pid is gone. */
+export function procState(pid: number): string | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1')
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3)
+  } catch {
+    return null
+  }
+}
+
+/** Alive per the process table: present and neither zombie nor dead. */
+export function aliveInProcTable(pid: number): boolean {
+  const s = procState(pid)
+  return s !== null && s !== 'Z' && s !== 'X'
+}
+
+/** What `process.kill(pid, 0)` says: the check this library replaces. */
+export function killZeroSaysAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM'
+  }
+}
+
+export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
+
+/** Polls `cond` (test-side only) until true, or throws after `timeoutMs`. */
+export async function waitFor(cond: () => boolean, timeoutMs = 5000, what = 'condition'): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
+    await sleep(5)
+  }
+}
+
+/** Children of a pid, from /proc. */
+export function childrenOf(pid: number): number[] {
+  const out: number[] = []
+  for (const ent of readdirSync('/proc')) {
+    if (!/^\d+$/.test(ent)) continue
+    try {
+      const stat = readFileSync(`/proc/${ent}/stat`, 'latin1')
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
+      if (ppid === pid) out.push(Number(ent))
+    } catch {
+      // raced with an exit
+    }
+  }
+  return out
+}
+
+/** Our own zombie children (there must be none after each test). */
+export function zombieChildren(): number[] {
+  return childrenOf(process.pid).filter((p) => procState(p) === 'Z')
+}
+
+/** Open fds of this process, not counting procward's bounded stat-fd cache. */
+export function openFds(): string[] {
+  const out: string[] = []
+  for (const fd of readdirSync('/proc/self/fd')) {
+    try {
+      const target = readlinkSync(`/proc/self/fd/${fd}`)
+      if (/^\/proc\/\d+\/stat$/.test(target)) continue
+      out.push(`${fd} -> ${target}`)
+    } catch {
+      // the fd readdir itself used
+    }
+  }
+  return out
+}
+
+/** Tracks child_process children so every test can clean up what it started. */
+export class Spawned {
+  private readonly children: ChildProcess[] = []
+  private readonly groups: number[] = []
+  private readonly pids: number[] = []
+
+  spawn(cmd: string, args: string[], opts: Parameters<typeof spawn>[2] = {}): ChildProcess {
+    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'inherit'], ...opts })
+    this.children.push(child)
+    if (opts.detached && child.pid) this.groups.push(child.pid)
+    return child
+  }
+
+  /** A pid started some other way (a grandchild, a daemon) to kill at the end. */
+  track(pid: number): void {
+    this.pids.push(pid)
+  }
+
+  async cleanup(): Promise<void> {
+    for (const pgid of this.groups) {
+      try {
+        process.kill(-pgid, 'SIGKILL')
+      } catch {
+        // group already empty
+      }
+    }
+    for (const pid of this.pids) {
+      if (aliveInProcTable(pid)) {
+        try {
+          process.kill(pid, 'SIGKILL')
+        } catch {
+          // gone
+        }
+      }
+    }
+    await Promise.all(
+      this.children.map(
+        (c) =>
+          new Promise<void>((resolve) => {
+            if (c.exitCode !== null || c.signalCode !== null) return resolve()
+            c.once('exit', () => resolve())
+            c.kill('SIGKILL')
+          }),
+      ),
+    )
+    this.children.length = 0
+    this.groups.length = 0
+    this.pids.length = 0
+  }
+}
+
+/** First line a child prints on stdout. */
+export function firstLine(child: ChildProcess): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let buf = ''
+    const onData = (d: Buffer) => {
+      buf += d.toString()
+      const nl = buf.indexOf('\n')
+      if (nl >= 0) {
+        child.stdout?.off('data', onData)
+        resolve(buf.slice(0, nl))
+      }
+    }
+    child.stdout?.on('data', onData)
+    child.once('exit', () => reject(new Error(`child exited before printing a line (got ${JSON.stringify(buf)})`)))
+  })
+}
+
+/**
+ * Forces the next process created on this machine to get `pid`, by writing
+ * pid - 1 to /proc/sys/kernel/ns_last_pid (root only) and spawning, retrying
+ * when another process wins the race.
+ */
+export async function spawnOnPid(
+  tracker: Spawned,
+  pid: number,
+  cmd: string,
+  args: string[],
+  opts: Parameters<typeof spawn>[2] = {},
+): Promise<ChildProcess> {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    writeFileSync('/proc/sys/kernel/ns_last_pid', String(pid - 1))
+    const child = tracker.spawn(cmd, args, opts)
+    if (child.pid === pid) return child
+    child.kill('SIGKILL')
+    await new Promise((r) => child.once('exit', r))
+  }
+  throw new Error(`could not get pid ${pid} after 200 attempts`)
+}

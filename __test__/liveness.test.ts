@@ -1,0 +1,238 @@
+import { execFileSync } from 'node:child_process'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import { getProcessInfo, isProcessRunning } from '../index.js'
+import {
+  FIXTURES,
+  firstLine,
+  isRoot,
+  killZeroSaysAlive,
+  procState,
+  Spawned,
+  spawnOnPid,
+  waitFor,
+  zombieChildren,
+} from './helpers'
+
+const spawned = new Spawned()
+afterEach(async () => {
+  await spawned.cleanup()
+  expect(zombieChildren()).toEqual([])
+})
+
+describe('isProcessRunning', () => {
+  it('is true for this process and for a live child', async () => {
+    expect(isProcessRunning(process.pid)).toBe(true)
+    const child = spawned.spawn('sleep', ['100'])
+    const pid = child.pid as number
+    expect(isProcessRunning(pid)).toBe(true)
+    // A repeated check (served from the cached stat fd) agrees.
+    expect(isProcessRunning(pid)).toBe(true)
+  })
+
+  it('is false once the process has exited and been reaped', async () => {
+    const child = spawned.spawn('sleep', ['100'])
+    const pid = child.pid as number
+    expect(isProcessRunning(pid)).toBe(true)
+    child.kill('SIGKILL')
+    await new Promise((r) => child.once('exit', r))
+    expect(procState(pid)).toBeNull()
+    expect(isProcessRunning(pid)).toBe(false)
+    expect(getProcessInfo(pid)).toBeNull()
+  })
+
+  it('calls our own unreaped child dead once it is a zombie', async () => {
+    // The zombie is held by blocking this thread: libuv cannot reap it while
+    // the loop is stuck in this synchronous section.
+    const child = spawned.spawn('sh', ['-c', 'exit 3'])
+    const pid = child.pid as number
+    const deadline = Date.now() + 5000
+    while (procState(pid) !== 'Z' && Date.now() < deadline) {
+      // busy-wait on purpose: yielding would let libuv reap it
+    }
+    expect(procState(pid)).toBe('Z')
+    expect(killZeroSaysAlive(pid)).toBe(true)
+    expect(isProcessRunning(pid)).toBe(false)
+    expect(getProcessInfo(pid)?.state).toBe('zombie')
+  })
+
+  it('calls a zombie that is not our child dead, where kill(pid, 0) says alive', async () => {
+    const parent = spawned.spawn(join(FIXTURES, 'zombie-parent.sh'), [])
+    const zombie = Number(await firstLine(parent))
+    await waitFor(() => procState(zombie) === 'Z', 5000, 'the fixture child to become a zombie')
+    expect(killZeroSaysAlive(zombie)).toBe(true)
+    expect(isProcessRunning(zombie)).toBe(false)
+    const info = getProcessInfo(zombie)
+    expect(info).not.toBeNull()
+    expect(info?.state).toBe('zombie')
+    expect(info?.ppid).toBe(parent.pid)
+    // The identity of a zombie is still its own, and it is not running.
+    expect(isProcessRunning(zombie, info?.identity)).toBe(false)
+    // Its parent (which never waits) is fine.
+    expect(isProcessRunning(parent.pid as number)).toBe(true)
+  })
+
+  it('calls an orphan zombie awaiting PID 1 dead', async (ctx) => {
+    const launcher = spawned.spawn(join(FIXTURES, 'orphan.sh'), ['0.2'])
+    const orphan = Number(await firstLine(launcher))
+    spawned.track(orphan)
+    expect(isProcessRunning(orphan)).toBe(true)
+    // Catch it in the window between its exit and PID 1's reap.
+    let sawZombie = false
+    const deadline = Date.now() + 5000
+    while (Date.now() < deadline) {
+      const s = procState(orphan)
+      if (s === 'Z') {
+        sawZombie = true
+        expect(killZeroSaysAlive(orphan)).toBe(true)
+        expect(isProcessRunning(orphan)).toBe(false)
+        expect(getProcessInfo(orphan)?.state).toBe('zombie')
+        break
+      }
+      if (s === null) break
+      await new Promise((r) => setTimeout(r, 1))
+    }
+    if (!sawZombie) ctx.skip('PID 1 reaped the orphan before it could be seen as a zombie')
+  })
+
+  it('reads a process that named itself with ")", spaces and Z correctly', async () => {
+    const name = 'a) Z 1 (b'
+    const child = spawned.spawn(join(FIXTURES, 'renamed.sh'), [name], { detached: true })
+    const pid = Number(await firstLine(child))
+    expect(pid).toBe(child.pid)
+    const info = getProcessInfo(pid)
+    expect(info?.name).toBe(name)
+    expect(info?.state).toMatch(/^(running|sleeping)$/)
+    expect(info?.ppid).toBe(process.pid)
+    expect(info?.pgid).toBe(pid)
+    expect(isProcessRunning(pid)).toBe(true)
+  })
+
+  it('runs under another user: a process we may not signal is still running', async (ctx) => {
+    if (!isRoot) return ctx.skip('needs root to start a process as nobody')
+    // A root-owned sleeper, checked from a node process running as nobody:
+    // there kill(pid, 0) answers EPERM.
+    const target = spawned.spawn('sleep', ['100'])
+    const script = `
+      const p = require(${JSON.stringify(join(__dirname, '..', 'index.js'))});
+      let k; try { process.kill(${target.pid}, 0); k = 'ok' } catch (e) { k = e.code }
+      console.log(JSON.stringify({ uid: process.getuid(), kill0: k, running: p.isProcessRunning(${target.pid}),
+        info: p.getProcessInfo(${target.pid}) }))`
+    let out: string
+    try {
+      out = execFileSync(
+        'setpriv',
+        ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, '-e', script],
+        {
+          encoding: 'utf8',
+        },
+      )
+    } catch (e) {
+      return ctx.skip(`cannot run node as nobody here: ${(e as Error).message.split('\n')[0]}`)
+    }
+    const res = JSON.parse(out)
+    expect(res.uid).toBe(65534)
+    expect(res.kill0).toBe('EPERM')
+    expect(res.running).toBe(true)
+    expect(res.info.pid).toBe(target.pid)
+    expect(res.info.identity).toBe(getProcessInfo(target.pid as number)?.identity)
+  })
+})
+
+describe('identity', () => {
+  it('is stable for the life of a process and matches it', () => {
+    const child = spawned.spawn('sleep', ['100'])
+    const pid = child.pid as number
+    const a = getProcessInfo(pid)
+    const b = getProcessInfo(pid)
+    expect(a?.identity).toBeTypeOf('string')
+    expect(a?.identity).toBe(b?.identity)
+    expect(isProcessRunning(pid, a?.identity)).toBe(true)
+    expect(a).toMatchObject({ pid, ppid: process.pid, name: 'sleep' })
+  })
+
+  it('differs between processes, and a foreign or garbled identity does not match', () => {
+    const x = spawned.spawn('sleep', ['100']).pid as number
+    const y = spawned.spawn('sleep', ['100']).pid as number
+    const ix = getProcessInfo(x)?.identity as string
+    const iy = getProcessInfo(y)?.identity as string
+    expect(ix).not.toBe(iy)
+    expect(isProcessRunning(x, iy)).toBe(false)
+    expect(isProcessRunning(x, '')).toBe(false)
+    expect(isProcessRunning(x, 'not an identity')).toBe(false)
+    // Another boot's identity for the same process never matches.
+    const otherBoot = ix.replace(/^p1:[0-9a-f]+:/, 'p1:00000000000000000000000000000000:')
+    expect(otherBoot).not.toBe(ix)
+    expect(isProcessRunning(x, otherBoot)).toBe(false)
+  })
+
+  it('tells a reused pid apart (pid reuse forced through ns_last_pid)', async (ctx) => {
+    if (!isRoot) return ctx.skip('forcing pid reuse needs root (/proc/sys/kernel/ns_last_pid)')
+    const first = spawned.spawn('sleep', ['100'])
+    const pid = first.pid as number
+    const oldIdentity = getProcessInfo(pid)?.identity as string
+    first.kill('SIGKILL')
+    await new Promise((r) => first.once('exit', r))
+    // No delay: the newcomer may start within the same clock tick as the
+    // old process, which start time alone could not tell apart.
+    const second = await spawnOnPid(spawned, pid, 'sleep', ['100'])
+    expect(second.pid).toBe(pid)
+    expect(isProcessRunning(pid)).toBe(true)
+    expect(isProcessRunning(pid, oldIdentity)).toBe(false)
+    const newIdentity = getProcessInfo(pid)?.identity
+    expect(newIdentity).not.toBe(oldIdentity)
+    expect(isProcessRunning(pid, newIdentity)).toBe(true)
+  })
+})
+
+describe('bad input', () => {
+  const badPids: unknown[] = [
+    0,
+    -1,
+    -0,
+    Number.NaN,
+    Number.POSITIVE_INFINITY,
+    Number.NEGATIVE_INFINITY,
+    1.5,
+    2 ** 31,
+    4194305,
+    2 ** 53,
+  ]
+  const wrongTypes: unknown[] = ['1', '', null, undefined, 1n, {}, [], [1], true, () => 1, Symbol('x')]
+
+  it.each(badPids)('rejects pid %s with RangeError', (pid) => {
+    expect(() => isProcessRunning(pid as number)).toThrow(RangeError)
+    expect(() => getProcessInfo(pid as number)).toThrow(RangeError)
+    expect(() => isProcessRunning(pid as number, 'x')).toThrow(RangeError)
+  })
+
+  it.each(wrongTypes.map((v) => [v]))('rejects pid of wrong type %s with TypeError', (pid) => {
+    expect(() => isProcessRunning(pid as number)).toThrow(TypeError)
+    expect(() => getProcessInfo(pid as number)).toThrow(TypeError)
+  })
+
+  it('gives errors a stable code', () => {
+    try {
+      isProcessRunning(-1)
+      expect.unreachable()
+    } catch (e) {
+      expect((e as NodeJS.ErrnoException).code).toBe('ERR_OUT_OF_RANGE')
+    }
+    try {
+      isProcessRunning('1' as unknown as number)
+      expect.unreachable()
+    } catch (e) {
+      expect((e as NodeJS.ErrnoException).code).toBe('ERR_INVALID_ARG_TYPE')
+    }
+  })
+
+  it('accepts the extremes of the range', () => {
+    expect(isProcessRunning(1)).toBe(true)
+    expect(isProcessRunning(4194304)).toBe(false)
+    expect(getProcessInfo(4194304)).toBeNull()
+  })
+
+  it.each([1, null, {}, 1n, true])('rejects a non-string identity %s with TypeError', (id) => {
+    expect(() => isProcessRunning(process.pid, id as unknown as string)).toThrow(TypeError)
+  })
+})

@@ -1,0 +1,20 @@
+// The public face of procward: argument checks and JS-shaped errors over the
+// native binding. Types live in index.d.ts.
+
+const native = require('./binding.js')
+const { callNative } = require('./lib/errors')
+const validate = require('./lib/validate')
+
+function isProcessRunning(pid, identity) {
+  validate.pid(pid)
+  validate.optionalString(identity, 'identity')
+  return callNative(native.isProcessRunning, pid, identity)
+}
+
+function getProcessInfo(pid) {
+  validate.pid(pid)
+  return callNative(native.getProcessInfo, pid)
+}
+
+exports.isProcessRunning = isProcessRunning
+exports.getProcessInfo = getProcessInfo

@@ -1,0 +1,6 @@
+// ESM entry: the same objects as the CommonJS entry, re-exported by name.
+import procward from './index.js'
+
+export const isProcessRunning = procward.isProcessRunning
+export const getProcessInfo = procward.getProcessInfo
+export default procward

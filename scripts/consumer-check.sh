@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The package as its users meet it: pack the built checkout, install the
+# tarball with pnpm into a fresh TypeScript project (strict, skipLibCheck
+# false), type-check it, and run a small vitest suite there that imports
+# procward by name from ESM and from CommonJS against real processes.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/procward-consumer.XXXXXX")"
+trap 'rm -rf "$WORK"' EXIT
+
+cd "$ROOT"
+pnpm pack --pack-destination "$WORK" >/dev/null
+TARBALL="$(ls "$WORK"/procward-*.tgz)"
+echo "packed $(basename "$TARBALL") ($(du -h "$TARBALL" | cut -f1))"
+
+cp -r "$ROOT/consumer-check/." "$WORK/app"
+cd "$WORK/app"
+# Same pinned tool versions as the project itself.
+node -e '
+  const fs = require("fs");
+  const root = require(process.argv[1] + "/package.json");
+  const app = JSON.parse(fs.readFileSync("package.json", "utf8"));
+  app.dependencies = { procward: "file:" + process.argv[2] };
+  for (const k of ["typescript", "vitest", "vite", "@types/node"]) app.devDependencies[k] = root.devDependencies[k];
+  app.packageManager = root.packageManager;
+  fs.writeFileSync("package.json", JSON.stringify(app, null, 2));
+' "$ROOT" "$TARBALL"
+pnpm install --no-frozen-lockfile --reporter=append-only >/dev/null
+pnpm exec tsc -p tsconfig.json
+pnpm exec vitest run

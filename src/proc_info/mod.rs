@@ -1,0 +1,215 @@
+//! Liveness and identity of any process (not only our children).
+//!
+//! A zombie is dead here, everywhere: it has exited, it will never run
+//! again, and only its parent's `wait` stands between it and oblivion.
+//! `kill(pid, 0)` calls it alive; that lie is what this module exists to end.
+
+pub mod stat;
+
+#[cfg(target_os = "linux")]
+mod linux;
+#[cfg(target_os = "linux")]
+pub use linux::{identity_of, is_running, is_running_as, process_info};
+
+#[cfg(target_os = "macos")]
+mod macos;
+#[cfg(target_os = "macos")]
+pub use macos::{identity_of, is_running, is_running_as, process_info};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProcState {
+    Running,
+    Sleeping,
+    DiskSleep,
+    Stopped,
+    Zombie,
+    Dead,
+    Idle,
+    Other,
+}
+
+impl ProcState {
+    pub fn from_stat_char(c: char) -> ProcState {
+        match c {
+            'R' => ProcState::Running,
+            'S' => ProcState::Sleeping,
+            'D' => ProcState::DiskSleep,
+            'T' | 't' => ProcState::Stopped,
+            'Z' => ProcState::Zombie,
+            'X' | 'x' => ProcState::Dead,
+            'I' => ProcState::Idle,
+            _ => ProcState::Other,
+        }
+    }
+
+    /// Exists and has not exited.
+    pub fn is_running(self) -> bool {
+        !matches!(self, ProcState::Zombie | ProcState::Dead)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProcState::Running => "running",
+            ProcState::Sleeping => "sleeping",
+            ProcState::DiskSleep => "disk-sleep",
+            ProcState::Stopped => "stopped",
+            ProcState::Zombie => "zombie",
+            ProcState::Dead => "dead",
+            ProcState::Idle => "idle",
+            ProcState::Other => "other",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcessInfo {
+    pub pid: i32,
+    pub ppid: i32,
+    pub pgid: i32,
+    pub state: ProcState,
+    pub identity: Identity,
+    pub name: String,
+}
+
+/// Who a process is, as opposed to which pid it has.
+///
+/// Linux: the boot id (so a pidfile from before a reboot never matches), the
+/// start time in clock ticks since boot, and — on kernels with pidfs (6.9+) —
+/// the inode number of a pidfd for the process. Start time alone has the
+/// resolution of one clock tick (10 ms at USER_HZ=100): two processes that
+/// start on the same pid within one tick would share it, which a fast pid
+/// wrap (pid_max is 32768 here) or a forced `ns_last_pid` can produce. The
+/// pidfs inode is unique for the life of the boot, so with it the identity
+/// is exact; without pidfs (or when no pidfd could be opened) the inode part
+/// is left empty and matching falls back to boot id + start time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity {
+    pub boot: String,
+    pub start_time: u64,
+    pub inode: Option<u64>,
+}
+
+const IDENTITY_TAG: &str = "p1";
+
+impl Identity {
+    pub fn encode(&self) -> String {
+        match self.inode {
+            Some(ino) => format!("{IDENTITY_TAG}:{}:{}:{ino}", self.boot, self.start_time),
+            None => format!("{IDENTITY_TAG}:{}:{}:", self.boot, self.start_time),
+        }
+    }
+
+    pub fn decode(s: &str) -> Option<Identity> {
+        let mut parts = s.split(':');
+        if parts.next()? != IDENTITY_TAG {
+            return None;
+        }
+        let boot = parts.next()?;
+        if boot.is_empty() {
+            return None;
+        }
+        let start_time = parts.next()?.parse().ok()?;
+        let inode = match parts.next()? {
+            "" => None,
+            ino => Some(ino.parse().ok()?),
+        };
+        if parts.next().is_some() {
+            return None;
+        }
+        Some(Identity {
+            boot: boot.to_owned(),
+            start_time,
+            inode,
+        })
+    }
+
+    /// Same process? The inode decides when both sides have one; otherwise
+    /// boot id and start time must agree.
+    pub fn same_process(&self, other: &Identity) -> bool {
+        if self.boot != other.boot || self.start_time != other.start_time {
+            return false;
+        }
+        match (self.inode, other.inode) {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub enum InfoError {
+    /// The process exists, but `/proc` is mounted with `hidepid` and does not
+    /// show it to us.
+    Hidden,
+    Io(std::io::Error),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identity_round_trips() {
+        let a = Identity {
+            boot: "0123abcd".into(),
+            start_time: 42,
+            inode: Some(7),
+        };
+        assert_eq!(a.encode(), "p1:0123abcd:42:7");
+        assert_eq!(Identity::decode(&a.encode()).unwrap(), a);
+        let b = Identity {
+            inode: None,
+            ..a.clone()
+        };
+        assert_eq!(b.encode(), "p1:0123abcd:42:");
+        assert_eq!(Identity::decode(&b.encode()).unwrap(), b);
+    }
+
+    #[test]
+    fn identity_matching() {
+        let a = Identity {
+            boot: "b".into(),
+            start_time: 42,
+            inode: Some(7),
+        };
+        let same_tick_other_process = Identity {
+            inode: Some(8),
+            ..a.clone()
+        };
+        let no_inode = Identity {
+            inode: None,
+            ..a.clone()
+        };
+        let later = Identity {
+            start_time: 43,
+            ..a.clone()
+        };
+        let other_boot = Identity {
+            boot: "c".into(),
+            ..a.clone()
+        };
+        assert!(a.same_process(&a));
+        assert!(!a.same_process(&same_tick_other_process));
+        assert!(a.same_process(&no_inode));
+        assert!(no_inode.same_process(&a));
+        assert!(!a.same_process(&later));
+        assert!(!a.same_process(&other_boot));
+    }
+
+    #[test]
+    fn garbage_identities_do_not_decode() {
+        for s in [
+            "",
+            "p1",
+            "p1:",
+            "p1::1:",
+            "p1:b",
+            "p1:b:x:",
+            "p1:b:1:x",
+            "p1:b:1:2:3",
+            "p2:b:1:2",
+        ] {
+            assert!(Identity::decode(s).is_none(), "{s:?}");
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! Thin, safe wrappers over the raw Linux calls procward makes. Each wrapper
+//! holds exactly one `unsafe` call; callers never see a raw pointer.
+//!
+//! Every function that signals takes a [`Pid`], which is always positive, so
+//! nothing here can be asked to signal a group by accident. Signalling a
+//! group is a separate, explicit call ([`killpg`]).
+#![cfg(target_os = "linux")]
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+use crate::pid::{Pid, Signal};
+
+fn cvt(ret: libc::c_long) -> io::Result<libc::c_long> {
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// `pidfd_open(2)` (Linux 5.3). The fd refers to this very process for as
+/// long as it is open, whatever later happens to the pid number. It turns
+/// readable once the process has exited (a zombie counts).
+pub fn pidfd_open(pid: Pid) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_open takes two integers and returns a new fd or -1.
+    let fd = cvt(unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) })?;
+    // SAFETY: the kernel just returned this fd to us, and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// `pidfd_send_signal(2)` (Linux 5.1): signals exactly the process the pidfd
+/// refers to, or fails with ESRCH once it has been reaped.
+pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, sig: Signal) -> io::Result<()> {
+    // SAFETY: a valid fd, a signal number, a null siginfo (the kernel fills in
+    // the same info as kill(2)) and zero flags.
+    cvt(unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            sig.as_raw(),
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    })
+    .map(drop)
+}
+
+/// Whether `fd` is readable now (for a pidfd: the process has exited).
+pub fn is_readable_now(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    loop {
+        // SAFETY: one valid pollfd, zero timeout.
+        let ret = unsafe { libc::poll(&mut pfd, 1, 0) };
+        if ret >= 0 {
+            return Ok(ret > 0 && pfd.revents & (libc::POLLIN | libc::POLLHUP) != 0);
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+/// The inode number of an fd. For a pidfd on a kernel with pidfs (6.9+) this
+/// is unique for the life of the boot: it is never handed to a later process.
+pub fn inode_of(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::zeroed();
+    // SAFETY: fstat fills the stat buffer we own.
+    cvt(unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) } as libc::c_long)?;
+    // SAFETY: fstat succeeded, so the buffer is initialised.
+    let st = unsafe { st.assume_init() };
+    Ok(st.st_ino)
+}
+
+/// `kill(pid, 0)`: Ok when the pid exists and we may signal it; EPERM when it
+/// exists but we may not; ESRCH when there is no such pid. A zombie exists.
+pub fn probe(pid: Pid) -> io::Result<()> {
+    // SAFETY: plain syscall; pid is positive, so only this pid is addressed.
+    cvt(unsafe { libc::kill(pid.as_raw(), 0) } as libc::c_long).map(drop)
+}
+
+pub fn kill(pid: Pid, sig: Signal) -> io::Result<()> {
+    // SAFETY: plain syscall; pid is positive, so only this pid is addressed.
+    cvt(unsafe { libc::kill(pid.as_raw(), sig.as_raw()) } as libc::c_long).map(drop)
+}
+
+/// `killpg(pgid, sig)`. Only ever called with the pgid of a group whose leader
+/// is our own unreaped child (so the id cannot have been recycled), or after a
+/// pidfd check documented at the call site.
+pub fn killpg(pgid: Pid, sig: Signal) -> io::Result<()> {
+    // SAFETY: plain syscall; pgid is positive (a Pid), so pgid 0 ("our own
+    // group") cannot be named.
+    cvt(unsafe { libc::killpg(pgid.as_raw(), sig.as_raw()) } as libc::c_long).map(drop)
+}
+
+/// How a child ended, as `waitid` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitStatus {
+    Exited(i32),
+    Signaled(i32),
+    /// Not exited yet (only with WNOHANG).
+    StillAlive,
+}
+
+/// `waitid(P_PID, pid, flags)`. With `WNOWAIT` the child stays a zombie, so
+/// its pid (and the pgid it leads) stays ours.
+pub fn waitid_pid(pid: Pid, flags: libc::c_int) -> io::Result<WaitStatus> {
+    // Zeroed, because with WNOHANG and no state change the kernel leaves
+    // siginfo untouched, and si_pid == 0 is how "still alive" is told apart.
+    let mut info = std::mem::MaybeUninit::<libc::siginfo_t>::zeroed();
+    loop {
+        // SAFETY: the siginfo buffer is ours and large enough.
+        let ret = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid.as_raw() as libc::id_t,
+                info.as_mut_ptr(),
+                flags,
+            )
+        };
+        if ret == 0 {
+            break;
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+    // SAFETY: zeroed and possibly filled by the kernel: initialised either way.
+    let info = unsafe { info.assume_init() };
+    // SAFETY: reading the si_pid/si_status union members of a SIGCHLD siginfo.
+    let (si_pid, si_status) = unsafe { (info.si_pid(), info.si_status()) };
+    if si_pid == 0 {
+        return Ok(WaitStatus::StillAlive);
+    }
+    Ok(match info.si_code {
+        libc::CLD_EXITED => WaitStatus::Exited(si_status),
+        _ => WaitStatus::Signaled(si_status),
+    })
+}
+
+/// pread at offset 0, retrying EINTR.
+pub fn pread0(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        // SAFETY: buf is a valid, writable slice of the given length.
+        let ret = unsafe { libc::pread(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if ret >= 0 {
+            return Ok(ret as usize);
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
