@@ -1,9 +1,11 @@
+'use strict'
 // The public face of procward: argument checks and JS-shaped errors over the
 // native binding. Types live in index.d.ts.
 
 const native = require('./binding.js')
 const { callNative } = require('./lib/errors')
 const validate = require('./lib/validate')
+const { SupervisedProcess, spawnSupervised, stopSupervisedProcess } = require('./lib/supervised')
 
 function isProcessRunning(pid, identity) {
   validate.pid(pid)
@@ -18,3 +20,6 @@ function getProcessInfo(pid) {
 
 exports.isProcessRunning = isProcessRunning
 exports.getProcessInfo = getProcessInfo
+exports.spawnSupervised = spawnSupervised
+exports.stopSupervisedProcess = stopSupervisedProcess
+exports.SupervisedProcess = SupervisedProcess

@@ -3,4 +3,7 @@ import procward from './index.js'
 
 export const isProcessRunning = procward.isProcessRunning
 export const getProcessInfo = procward.getProcessInfo
+export const spawnSupervised = procward.spawnSupervised
+export const stopSupervisedProcess = procward.stopSupervisedProcess
+export const SupervisedProcess = procward.SupervisedProcess
 export default procward

@@ -4,8 +4,12 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod errors;
+pub mod exit_watch;
 pub mod pid;
 pub mod proc_info;
+mod runtime;
+pub mod spawn;
+pub mod stop;
 #[cfg(target_os = "linux")]
 pub mod sys;
 
@@ -64,4 +68,401 @@ pub fn get_process_info(pid: f64) -> Result<Option<ProcessInfo>> {
         identity: i.identity.encode(),
         name: i.name,
     }))
+}
+
+// ---- supervised spawn ---------------------------------------------------------
+
+use std::os::fd::IntoRawFd;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use napi::bindgen_prelude::Function;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi::{Env, Status};
+
+use exit_watch::{Backend, ExitStatus, Watched};
+use pid::Signal;
+use spawn::{Command, SpawnError, Stdio};
+use stop::targets::{ChildTarget, Open, PidfdTarget, PollTarget};
+use stop::{Outcome, StopPlan, StopReport};
+
+#[napi(object)]
+pub struct NativeStdio {
+    /// 'ignore' | 'inherit' | 'pipe' | 'file'
+    pub kind: String,
+    pub path: Option<String>,
+    pub append: Option<bool>,
+}
+
+#[napi(object)]
+pub struct NativeSpawnOptions {
+    pub cwd: Option<String>,
+    pub env_keys: Vec<String>,
+    pub env_values: Vec<String>,
+    pub stdio: Vec<NativeStdio>,
+    pub process_group: bool,
+    pub kill_group_on_exit: bool,
+    /// 0: none.
+    pub death_signal: i32,
+}
+
+#[napi(object)]
+#[derive(Clone)]
+pub struct NativeExitInfo {
+    pub code: Option<i32>,
+    pub signal: Option<String>,
+}
+
+fn exit_info(status: ExitStatus) -> NativeExitInfo {
+    match status {
+        ExitStatus::Code(c) => NativeExitInfo {
+            code: Some(c),
+            signal: None,
+        },
+        ExitStatus::Signal(s) => NativeExitInfo {
+            code: None,
+            signal: Some(signal_label(s)),
+        },
+        ExitStatus::Unknown => NativeExitInfo {
+            code: None,
+            signal: None,
+        },
+    }
+}
+
+fn signal_label(num: i32) -> String {
+    pid::signal_name(num).map_or_else(|| format!("SIG{num}"), str::to_owned)
+}
+
+type ExitCallback = ThreadsafeFunction<NativeExitInfo, (), NativeExitInfo, Status, false>;
+
+fn to_signal(num: i32) -> Result<Signal> {
+    Signal::from_raw(num)
+        .ok_or_else(|| coded("ERR_OUT_OF_RANGE", format!("bad signal number {num}")))
+}
+
+fn spawn_err(err: SpawnError, program: &str) -> napi::Error {
+    match err {
+        SpawnError::Invalid(msg) => coded("ERR_INVALID_ARG_VALUE", msg),
+        SpawnError::Os { err, stage } => {
+            let syscall = stage.syscall();
+            let what = match stage {
+                spawn::Stage::Cwd | spawn::Stage::Chdir => "cwd",
+                spawn::Stage::Stdio => "stdio",
+                _ => program,
+            };
+            io_err(&err, &format!("{syscall} {what}"))
+        }
+    }
+}
+
+/// The native side of a `SupervisedProcess`. The JS class in `lib/` wraps it.
+#[napi]
+pub struct NativeChild {
+    watched: Arc<Watched>,
+    identity: String,
+    backend: Backend,
+    callback: Arc<Mutex<Option<ExitCallback>>>,
+    pipes: Mutex<[Option<std::os::fd::OwnedFd>; 3]>,
+}
+
+#[napi]
+impl NativeChild {
+    #[napi(getter)]
+    pub fn pid(&self) -> i32 {
+        self.watched.pid().as_raw()
+    }
+
+    #[napi(getter)]
+    pub fn pgid(&self) -> Option<i32> {
+        self.watched.pgid().map(Pid::as_raw)
+    }
+
+    #[napi(getter)]
+    pub fn identity(&self) -> String {
+        self.identity.clone()
+    }
+
+    /// 'pidfd' or 'fallback': how this child's exit is watched.
+    #[napi(getter)]
+    pub fn backend(&self) -> &'static str {
+        match self.backend {
+            Backend::Pidfd => "pidfd",
+            Backend::Fallback => "fallback",
+        }
+    }
+
+    /// Signals the child alone; false once it has exited (zombie included).
+    #[napi]
+    pub fn kill(&self, signal: i32) -> Result<bool> {
+        let sig = to_signal(signal)?;
+        self.watched
+            .signal_if_running(sig)
+            .map_err(|e| io_err(&e, "kill"))
+    }
+
+    #[napi(js_name = "ref")]
+    #[allow(deprecated)] // napi-rs keeps napi_ref_threadsafe_function behind `refer`
+    pub fn refer(&self, env: Env) -> Result<()> {
+        match self
+            .callback
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_mut()
+        {
+            Some(cb) => cb.refer(&env),
+            None => Ok(()),
+        }
+    }
+
+    #[napi]
+    #[allow(deprecated)] // napi-rs keeps napi_unref_threadsafe_function behind `unref`
+    pub fn unref(&self, env: Env) -> Result<()> {
+        match self
+            .callback
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_mut()
+        {
+            Some(cb) => cb.unref(&env),
+            None => Ok(()),
+        }
+    }
+
+    /// Hands the parent's pipe ends to JS (once): fd numbers, -1 where none.
+    #[napi]
+    pub fn take_pipes(&self) -> Vec<i32> {
+        let mut pipes = self.pipes.lock().unwrap_or_else(|e| e.into_inner());
+        pipes
+            .iter_mut()
+            .map(|p| p.take().map_or(-1, IntoRawFd::into_raw_fd))
+            .collect()
+    }
+
+    /// The reaped status, or null while the child has not been reaped.
+    #[napi]
+    pub fn exit_status(&self) -> Option<NativeExitInfo> {
+        self.watched.exit_status().map(exit_info)
+    }
+
+    #[napi]
+    pub async fn stop(&self, options: NativeStopOptions) -> Result<NativeStopResult> {
+        let started = Instant::now();
+        let plan = stop_plan(&options)?;
+        let group = options.group.unwrap_or(self.watched.pgid().is_some());
+        let mut target = ChildTarget::new(self.watched.clone(), group);
+        let report = stop::run(&mut target, &plan)
+            .await
+            .map_err(|e| io_err(&e, "kill"))?;
+        Ok(stop_result(report, started, self.watched.exit_status()))
+    }
+}
+
+#[napi]
+pub fn spawn_supervised(
+    command: String,
+    args: Vec<String>,
+    options: NativeSpawnOptions,
+    on_exit: Function<NativeExitInfo, ()>,
+) -> Result<NativeChild> {
+    let stdio_spec = |i: usize| -> Result<Stdio> {
+        let s = options
+            .stdio
+            .get(i)
+            .ok_or_else(|| coded("ERR_INVALID_ARG_VALUE", "stdio needs three entries"))?;
+        Ok(match s.kind.as_str() {
+            "ignore" => Stdio::Ignore,
+            "inherit" => Stdio::Inherit,
+            "pipe" => Stdio::Pipe,
+            "file" => Stdio::File {
+                path: s.path.clone().unwrap_or_default().into(),
+                append: s.append.unwrap_or(false),
+            },
+            other => {
+                return Err(coded(
+                    "ERR_INVALID_ARG_VALUE",
+                    format!("bad stdio {other:?}"),
+                ))
+            }
+        })
+    };
+    let death_signal = match options.death_signal {
+        0 => None,
+        n => Some(to_signal(n)?),
+    };
+    let cmd = Command {
+        program: command.clone(),
+        args,
+        env: options
+            .env_keys
+            .iter()
+            .cloned()
+            .zip(options.env_values.iter().cloned())
+            .collect(),
+        cwd: options.cwd.clone().map(Into::into),
+        stdio: [stdio_spec(0)?, stdio_spec(1)?, stdio_spec(2)?],
+        process_group: options.process_group,
+        death_signal,
+    };
+    // Everything that can fail on the JS side is created before the child.
+    let callback: ExitCallback = on_exit
+        .build_threadsafe_function()
+        .callee_handled::<false>()
+        .build()?;
+    let callback = Arc::new(Mutex::new(Some(callback)));
+
+    let child =
+        spawn::spawn(&cmd, !exit_watch::forced_fallback()).map_err(|e| spawn_err(e, &command))?;
+    let pid = child.pid;
+    let identity = match &child.pidfd {
+        Some(fd) => proc_info::identity_of_pidfd(pid, fd),
+        None => proc_info::identity_of(pid),
+    }
+    .ok()
+    .flatten()
+    .map(|id| id.encode())
+    .unwrap_or_default();
+    let pgid = options.process_group.then_some(pid);
+
+    let slot = callback.clone();
+    let on_exit: exit_watch::OnExit = Box::new(move |status| {
+        let cb = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(cb) = cb {
+            cb.call(exit_info(status), ThreadsafeFunctionCallMode::NonBlocking);
+            // Dropping `cb` releases the threadsafe function: after this
+            // last call nothing of ours holds the event loop open.
+        }
+    });
+    let (watched, backend) =
+        match exit_watch::watch(pid, child.pidfd, pgid, options.kill_group_on_exit, on_exit) {
+            Ok(v) => v,
+            Err(e) => {
+                // No watcher could be started: take the child down again so that
+                // nothing is left behind, and say why.
+                let _ = sys::kill(pid, Signal::KILL);
+                let _ = sys::waitid_pid(pid, libc::WEXITED);
+                return Err(io_err(&e, "spawn watcher"));
+            }
+        };
+    Ok(NativeChild {
+        watched,
+        identity,
+        backend,
+        callback,
+        pipes: Mutex::new(child.pipes),
+    })
+}
+
+// ---- stop ---------------------------------------------------------------------
+
+#[napi(object)]
+pub struct NativeStopOptions {
+    pub signal: i32,
+    pub grace_ms: f64,
+    pub kill_timeout_ms: f64,
+    pub group: Option<bool>,
+}
+
+#[napi(object)]
+pub struct NativeStopResult {
+    pub outcome: String,
+    pub signals: Vec<String>,
+    pub elapsed_ms: f64,
+    pub exit: Option<NativeExitInfo>,
+}
+
+fn duration_ms(ms: f64, what: &str) -> Result<Duration> {
+    if !ms.is_finite() || ms < 0.0 {
+        return Err(coded(
+            "ERR_OUT_OF_RANGE",
+            format!("{what} must be finite and >= 0"),
+        ));
+    }
+    Ok(Duration::from_secs_f64(ms / 1000.0))
+}
+
+fn stop_plan(o: &NativeStopOptions) -> Result<StopPlan> {
+    Ok(StopPlan {
+        signal: to_signal(o.signal)?,
+        grace: duration_ms(o.grace_ms, "graceMs")?,
+        kill_timeout: duration_ms(o.kill_timeout_ms, "killTimeoutMs")?,
+    })
+}
+
+fn stop_result(report: StopReport, started: Instant, exit: Option<ExitStatus>) -> NativeStopResult {
+    NativeStopResult {
+        outcome: report.outcome.as_str().to_owned(),
+        signals: report
+            .signals
+            .iter()
+            .map(|s| signal_label(s.as_raw()))
+            .collect(),
+        elapsed_ms: started.elapsed().as_secs_f64() * 1000.0,
+        exit: exit.map(exit_info),
+    }
+}
+
+fn stop_io_err(e: std::io::Error) -> napi::Error {
+    if e.kind() == std::io::ErrorKind::InvalidInput && e.raw_os_error().is_none() {
+        return coded("EINVAL", e);
+    }
+    io_err(&e, "kill")
+}
+
+/// Stops a bare pid (not a child of ours): pidfd-pinned, identity-checked.
+#[napi]
+pub async fn stop_pid(
+    pid: f64,
+    options: NativeStopOptions,
+    identity: Option<String>,
+) -> Result<NativeStopResult> {
+    let started = Instant::now();
+    let pid = to_pid(pid)?;
+    if pid == Pid::current() {
+        return Err(coded(
+            "ERR_OUT_OF_RANGE",
+            "refusing to stop this process itself",
+        ));
+    }
+    let plan = stop_plan(&options)?;
+    let group = options.group.unwrap_or(false);
+    let identity = identity.as_deref();
+    let gone = || {
+        stop_result(
+            StopReport {
+                outcome: Outcome::AlreadyExited,
+                signals: vec![],
+            },
+            started,
+            None,
+        )
+    };
+    let use_pidfd = !exit_watch::forced_fallback();
+    let pidfd_target = if use_pidfd {
+        match PidfdTarget::open(pid, identity, group) {
+            Ok(t) => Some(t),
+            // No pidfd to be had (old kernel, EMFILE): poll instead.
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ENOSYS) | Some(libc::EMFILE) | Some(libc::ENFILE)
+                ) =>
+            {
+                None
+            }
+            Err(e) => return Err(stop_io_err(e)),
+        }
+    } else {
+        None
+    };
+    let report = match pidfd_target {
+        Some(Open::Gone) => return Ok(gone()),
+        Some(Open::Target(mut t)) => stop::run(&mut t, &plan).await,
+        None => match PollTarget::open(pid, identity, group).map_err(stop_io_err)? {
+            Open::Gone => return Ok(gone()),
+            Open::Target(mut t) => stop::run(&mut t, &plan).await,
+        },
+    }
+    .map_err(stop_io_err)?;
+    Ok(stop_result(report, started, None))
 }

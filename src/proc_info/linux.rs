@@ -116,37 +116,69 @@ fn parse_stat(buf: &[u8]) -> io::Result<Stat> {
 fn stat_and_identity(pid: Pid) -> Result<Option<(Stat, Identity)>, InfoError> {
     for _ in 0..3 {
         let pidfd = sys::pidfd_open(pid).ok();
-        let mut buf = [0u8; STAT_BUF];
-        let n = match read_stat(pid, &mut buf).map_err(InfoError::Io)? {
-            Some(n) => n,
-            None => {
-                return if is_running_unlisted(pid).map_err(InfoError::Io)? {
-                    Err(InfoError::Hidden)
-                } else {
-                    Ok(None)
-                };
-            }
-        };
-        let st = parse_stat(&buf[..n]).map_err(InfoError::Io)?;
-        let inode = match &pidfd {
-            Some(fd) => {
-                let exited = sys::is_readable_now(fd.as_fd()).unwrap_or(false);
-                if exited && st.state.is_running() {
-                    continue; // stat belongs to a newcomer on the same pid
-                }
-                pidfs_inode(fd)
-            }
-            None => None,
-        };
-        let identity = Identity {
-            boot: boot_id().to_owned(),
-            start_time: st.start_time,
-            inode,
-        };
-        return Ok(Some((st, identity)));
+        match stat_for(pid, pidfd.as_ref())? {
+            StatRead::Consistent(st, id) => return Ok(Some((st, id))),
+            StatRead::Gone => return Ok(None),
+            StatRead::Reused => continue,
+        }
     }
     // Three reuses of one pid in a few microseconds: treat as gone.
     Ok(None)
+}
+
+enum StatRead {
+    Consistent(Stat, Identity),
+    /// The pidfd's process is gone and the pid shows someone else.
+    Reused,
+    Gone,
+}
+
+fn stat_for(pid: Pid, pidfd: Option<&OwnedFd>) -> Result<StatRead, InfoError> {
+    let mut buf = [0u8; STAT_BUF];
+    let n = match read_stat(pid, &mut buf).map_err(InfoError::Io)? {
+        Some(n) => n,
+        None => {
+            return if is_running_unlisted(pid).map_err(InfoError::Io)? {
+                Err(InfoError::Hidden)
+            } else {
+                Ok(StatRead::Gone)
+            };
+        }
+    };
+    let st = parse_stat(&buf[..n]).map_err(InfoError::Io)?;
+    let inode = match pidfd {
+        Some(fd) => {
+            let exited = sys::is_readable_now(fd.as_fd()).unwrap_or(false);
+            if exited && st.state.is_running() {
+                return Ok(StatRead::Reused);
+            }
+            pidfs_inode(fd)
+        }
+        None => None,
+    };
+    let identity = Identity {
+        boot: boot_id().to_owned(),
+        start_time: st.start_time,
+        inode,
+    };
+    Ok(StatRead::Consistent(st, identity))
+}
+
+/// The identity of the process a pidfd refers to, read through its pid.
+/// `None` when that process is gone (the pid may now be someone else's).
+pub fn identity_of_pidfd(pid: Pid, pidfd: &OwnedFd) -> Result<Option<Identity>, InfoError> {
+    match stat_for(pid, Some(pidfd))? {
+        StatRead::Consistent(_, id) => Ok(Some(id)),
+        StatRead::Reused | StatRead::Gone => Ok(None),
+    }
+}
+
+/// pgid of the process a pidfd refers to (see [`identity_of_pidfd`]).
+pub fn stat_of_pidfd(pid: Pid, pidfd: &OwnedFd) -> Result<Option<Stat>, InfoError> {
+    match stat_for(pid, Some(pidfd))? {
+        StatRead::Consistent(st, _) => Ok(Some(st)),
+        StatRead::Reused | StatRead::Gone => Ok(None),
+    }
 }
 
 /// The pidfd's inode, only where it identifies the process: on pidfs. Before

@@ -9,7 +9,9 @@ pub mod stat;
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
-pub use linux::{identity_of, is_running, is_running_as, process_info};
+pub use linux::{
+    identity_of, identity_of_pidfd, is_running, is_running_as, process_info, stat_of_pidfd,
+};
 
 #[cfg(target_os = "macos")]
 mod macos;

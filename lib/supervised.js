@@ -1,0 +1,285 @@
+'use strict'
+// SupervisedProcess: the JS face (EventEmitter, streams, AbortSignal) over
+// the native child handle. The native side owns the exit watch and the
+// reap; this side only reports what it was told.
+
+const { EventEmitter } = require('node:events')
+const net = require('node:net')
+const native = require('../binding.js')
+const { callNative, fromNative, typeError } = require('./errors')
+const validate = require('./validate')
+
+const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')
+
+const STOP_DEFAULTS = Object.freeze({ signal: 'SIGTERM', graceMs: 5000, killTimeoutMs: 2000 })
+
+function abortError(signal) {
+  const err = new Error('The operation was aborted', { cause: signal?.reason })
+  err.name = 'AbortError'
+  err.code = 'ABORT_ERR'
+  return err
+}
+
+/** Validated StopOptions → the native shape (plus identity, for bare pids). */
+function nativeStopOptions(options, defaults = STOP_DEFAULTS) {
+  if (options !== undefined && (options === null || typeof options !== 'object')) {
+    throw typeError(`options must be an object, got ${validate.describe(options)}`)
+  }
+  const o = { ...defaults, ...(options ?? {}) }
+  return {
+    native: {
+      signal: validate.signal(o.signal ?? 'SIGTERM', 'options.signal'),
+      graceMs: validate.duration(o.graceMs, 'options.graceMs', STOP_DEFAULTS.graceMs),
+      killTimeoutMs: validate.duration(o.killTimeoutMs, 'options.killTimeoutMs', STOP_DEFAULTS.killTimeoutMs),
+      group: validate.optionalBoolean(o.group, 'options.group'),
+    },
+    identity: validate.optionalString(o.identity, 'options.identity'),
+  }
+}
+
+function stdioEntry(value, i) {
+  if (value === 'ignore' || value === 'inherit' || value === 'pipe') return { kind: value }
+  if (value !== null && typeof value === 'object' && typeof value.file === 'string') {
+    if (value.file.length === 0 || value.file.includes('\0')) {
+      throw typeError(`stdio[${i}].file must be a non-empty path without NUL`, 'ERR_INVALID_ARG_VALUE')
+    }
+    return { kind: 'file', path: value.file, append: validate.optionalBoolean(value.append, `stdio[${i}].append`) }
+  }
+  throw typeError(
+    `stdio[${i}] must be 'ignore', 'inherit', 'pipe' or { file, append? }, got ${validate.describe(value)}`,
+    'ERR_INVALID_ARG_VALUE',
+  )
+}
+
+function noNul(value, name) {
+  if (typeof value !== 'string') throw typeError(`${name} must be a string, got ${validate.describe(value)}`)
+  if (value.includes('\0')) throw typeError(`${name} must not contain NUL bytes`, 'ERR_INVALID_ARG_VALUE')
+  return value
+}
+
+function nativeSpawnOptions(options) {
+  if (options !== undefined && (options === null || typeof options !== 'object')) {
+    throw typeError(`options must be an object, got ${validate.describe(options)}`)
+  }
+  const o = options ?? {}
+  const cwd = o.cwd === undefined ? undefined : noNul(o.cwd, 'options.cwd')
+  const env = o.env === undefined ? process.env : o.env
+  if (env === null || typeof env !== 'object') {
+    throw typeError(`options.env must be an object, got ${validate.describe(env)}`)
+  }
+  const envKeys = []
+  const envValues = []
+  for (const [k, v] of Object.entries(env)) {
+    if (v === undefined) continue
+    if (k.length === 0 || k.includes('=') || k.includes('\0')) {
+      throw typeError(`options.env key ${JSON.stringify(k)} must be non-empty, without '=' or NUL`, 'ERR_INVALID_ARG_VALUE')
+    }
+    envKeys.push(k)
+    envValues.push(noNul(v, `options.env.${k}`))
+  }
+  let stdio = o.stdio ?? ['ignore', 'inherit', 'inherit']
+  if (!Array.isArray(stdio)) stdio = [stdio, stdio, stdio]
+  if (stdio.length !== 3) {
+    throw typeError('options.stdio must be one option or an array of three', 'ERR_INVALID_ARG_VALUE')
+  }
+  const processGroup = validate.optionalBoolean(o.processGroup, 'options.processGroup') ?? true
+  const killGroupOnExit = validate.optionalBoolean(o.killGroupOnExit, 'options.killGroupOnExit') ?? true
+  let deathSignal = 0
+  if (o.parentDeathSignal === undefined) deathSignal = validate.signal('SIGKILL')
+  else if (o.parentDeathSignal !== false) deathSignal = validate.signal(o.parentDeathSignal, 'options.parentDeathSignal')
+  if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) {
+    throw typeError(`options.signal must be an AbortSignal, got ${validate.describe(o.signal)}`)
+  }
+  // Check the stop defaults now, so a bad one fails the spawn, not a later stop.
+  nativeStopOptions(o.stop)
+  return {
+    native: {
+      cwd,
+      envKeys,
+      envValues,
+      stdio: stdio.map(stdioEntry),
+      processGroup,
+      killGroupOnExit: processGroup && killGroupOnExit,
+      deathSignal,
+    },
+    stopDefaults: { ...STOP_DEFAULTS, ...(o.stop ?? {}) },
+    abortSignal: o.signal,
+  }
+}
+
+function pipeStream(fd, n) {
+  if (fd < 0) return null
+  return new net.Socket({ fd, readable: n !== 0, writable: n === 0 })
+}
+
+class SupervisedProcess extends EventEmitter {
+  #native
+  #pid
+  #exitInfo = null
+  #exited
+  #resolveExited
+  #stopping = null
+  #stopDefaults
+  #abort = null
+  #stdio
+
+  /** @internal Use spawnSupervised(). */
+  constructor(handle, stopDefaults, abortSignal) {
+    super()
+    this.#native = handle
+    this.#pid = handle.pid
+    this.#stopDefaults = stopDefaults
+    this.#exited = new Promise((resolve) => {
+      this.#resolveExited = resolve
+    })
+    this.#stdio = handle.takePipes().map(pipeStream)
+    if (abortSignal) {
+      const onAbort = () => {
+        this.stop().catch(() => {})
+      }
+      abortSignal.addEventListener('abort', onAbort, { once: true })
+      this.#abort = () => abortSignal.removeEventListener('abort', onAbort)
+    }
+  }
+
+  /** @internal Called once by the native watcher after the reap. */
+  _onNativeExit(info) {
+    this.#markExited(info)
+  }
+
+  #markExited(info) {
+    if (this.#exitInfo !== null) return
+    this.#exitInfo = Object.freeze({ pid: this.#pid, code: info.code ?? null, signal: info.signal ?? null })
+    this.#abort?.()
+    this.#abort = null
+    this.#resolveExited(this.#exitInfo)
+    this.emit('exit', this.#exitInfo)
+  }
+
+  get pid() {
+    return this.#pid
+  }
+  get pgid() {
+    return this.#native.pgid ?? null
+  }
+  get identity() {
+    return this.#native.identity
+  }
+  /** @internal 'pidfd' | 'fallback' */
+  get exitWatch() {
+    return this.#native.backend
+  }
+  get exited() {
+    return this.#exited
+  }
+  get exitInfo() {
+    if (this.#exitInfo !== null) return this.#exitInfo
+    const s = this.#native.exitStatus()
+    return s ? Object.freeze({ pid: this.#pid, code: s.code ?? null, signal: s.signal ?? null }) : null
+  }
+  get stdin() {
+    return this.#stdio[0]
+  }
+  get stdout() {
+    return this.#stdio[1]
+  }
+  get stderr() {
+    return this.#stdio[2]
+  }
+
+  kill(signal = 'SIGTERM') {
+    const num = validate.signal(signal)
+    return callNative(() => this.#native.kill(num))
+  }
+
+  stop(options) {
+    let opts
+    try {
+      opts = nativeStopOptions(options, this.#stopDefaults)
+    } catch (err) {
+      return Promise.reject(err)
+    }
+    const exit = this.exitInfo
+    if (exit !== null) {
+      this.#markExited(exit)
+      return Promise.resolve({ outcome: 'already-exited', signals: [], elapsedMs: 0, exit })
+    }
+    if (this.#stopping) return this.#stopping
+    const stopping = this.#native.stop(opts.native).then(
+      (r) => {
+        if (r.exit) this.#markExited(r.exit)
+        return { outcome: r.outcome, signals: r.signals, elapsedMs: r.elapsedMs, exit: this.#exitInfo }
+      },
+      (err) => {
+        throw fromNative(err)
+      },
+    )
+    this.#stopping = stopping
+    const clear = () => {
+      if (this.#stopping === stopping) this.#stopping = null
+    }
+    stopping.then(clear, clear)
+    return stopping
+  }
+
+  ref() {
+    this.#native.ref()
+    return this
+  }
+
+  unref() {
+    this.#native.unref()
+    return this
+  }
+
+  async [asyncDispose]() {
+    await this.stop()
+  }
+}
+
+function spawnSupervised(command, args, options) {
+  if (typeof command !== 'string' || command.length === 0) {
+    throw typeError(`command must be a non-empty string, got ${validate.describe(command)}`, 'ERR_INVALID_ARG_VALUE')
+  }
+  noNul(command, 'command')
+  if (args === undefined || args === null) args = []
+  if (!Array.isArray(args)) throw typeError(`args must be an array of strings, got ${validate.describe(args)}`)
+  args.forEach((a, i) => noNul(a, `args[${i}]`))
+  const opts = nativeSpawnOptions(options)
+  if (opts.abortSignal?.aborted) throw abortError(opts.abortSignal)
+
+  let proc = null
+  let early = null
+  const onExit = (info) => {
+    if (proc) proc._onNativeExit(info)
+    else early = info
+  }
+  let handle
+  try {
+    handle = native.spawnSupervised(command, [...args], opts.native, onExit)
+  } catch (err) {
+    const e = fromNative(err)
+    if (typeof e.code === 'string' && e.code.startsWith('E') && !e.code.startsWith('ERR_')) {
+      e.path = command
+      e.spawnargs = [...args]
+    }
+    throw e
+  }
+  proc = new SupervisedProcess(handle, opts.stopDefaults, opts.abortSignal)
+  if (early) proc._onNativeExit(early)
+  return proc
+}
+
+async function stopSupervisedProcess(target, options) {
+  if (target instanceof SupervisedProcess) return target.stop(options)
+  validate.targetPid(target, 'target')
+  const opts = nativeStopOptions(options)
+  try {
+    const r = await native.stopPid(target, opts.native, opts.identity)
+    return { outcome: r.outcome, signals: r.signals, elapsedMs: r.elapsedMs, exit: null }
+  } catch (err) {
+    throw fromNative(err)
+  }
+}
+
+module.exports = { SupervisedProcess, spawnSupervised, stopSupervisedProcess }

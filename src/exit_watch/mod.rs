@@ -1,0 +1,217 @@
+//! Observing a child's exit without reaping it, then sweeping its group,
+//! then reaping it — in that order, and never through `waitpid(-1)`.
+//!
+//! The order is the point. While the leader is an unreaped zombie its pid is
+//! still taken, so no new process can get that pid, nor a process group
+//! with that id: `killpg(pgid, SIGKILL)` can only reach the members of the
+//! group we created. After the reap, the same call could reach a stranger.
+//! So: see the exit (`waitid(WEXITED | WNOWAIT)`), sweep, reap
+//! (`waitid(P_PID, pid, WEXITED)`), then tell JS.
+//!
+//! Only ever by pid: Node's libuv reaps its own children by pid too, and a
+//! `waitpid(-1)` or a SIGCHLD handler here would steal their statuses.
+//!
+//! Back-ends, chosen per child:
+//! - `pidfd` ([`linux`]): the pidfd turns readable on exit; a tokio task on
+//!   napi's runtime waits for it with `AsyncFd`.
+//! - `fallback`: a small thread blocks in `waitid(P_PID, pid, WEXITED |
+//!   WNOWAIT)`. Used when no pidfd could be had (ENOSYS before Linux 5.3,
+//!   EMFILE), when registering it failed, or when `PROCWARD_EXIT_WATCH=fallback`
+//!   is set at load (the test suite runs through it that way).
+//! - macOS would use kqueue `EVFILT_PROC`/`NOTE_EXIT` in the same place; it
+//!   is not written yet (see README).
+//!
+//! The watcher owns everything it needs (`Arc<Watched>`), so a JS handle
+//! that is dropped, collected or `unref()`ed never leaves a zombie.
+
+#[cfg(target_os = "linux")]
+mod fallback;
+#[cfg(target_os = "linux")]
+mod linux;
+
+use std::os::fd::OwnedFd;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use tokio::sync::watch;
+
+use crate::pid::{Pid, Signal};
+use crate::sys::{self, WaitStatus};
+
+/// How a child ended, as JS will see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitStatus {
+    Code(i32),
+    Signal(i32),
+    /// Someone else reaped it first (a `waitpid(-1)` elsewhere in the
+    /// process): the status is lost.
+    Unknown,
+}
+
+impl From<WaitStatus> for ExitStatus {
+    fn from(w: WaitStatus) -> ExitStatus {
+        match w {
+            WaitStatus::Exited(c) => ExitStatus::Code(c),
+            WaitStatus::Signaled(s) => ExitStatus::Signal(s),
+            WaitStatus::StillAlive => ExitStatus::Unknown,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Running,
+    Reaped(ExitStatus),
+}
+
+pub type OnExit = Box<dyn FnOnce(ExitStatus) + Send>;
+
+/// One supervised child, shared by its watcher, its JS handle and any stop.
+pub struct Watched {
+    pid: Pid,
+    pgid: Option<Pid>,
+    sweep_group: bool,
+    /// Held while signalling and while reaping, so a signal can never be
+    /// sent to the pid after it was released to the kernel.
+    state: Mutex<State>,
+    reaped: watch::Sender<Option<ExitStatus>>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Pidfd,
+    Fallback,
+}
+
+/// `PROCWARD_EXIT_WATCH=fallback` forces the fallback back-end (read once).
+pub fn forced_fallback() -> bool {
+    static FORCED: OnceLock<bool> = OnceLock::new();
+    *FORCED.get_or_init(|| std::env::var("PROCWARD_EXIT_WATCH").is_ok_and(|v| v == "fallback"))
+}
+
+impl Watched {
+    pub fn pid(&self) -> Pid {
+        self.pid
+    }
+
+    pub fn pgid(&self) -> Option<Pid> {
+        self.pgid
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn exit_status(&self) -> Option<ExitStatus> {
+        match *self.lock() {
+            State::Running => None,
+            State::Reaped(s) => Some(s),
+        }
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<Option<ExitStatus>> {
+        self.reaped.subscribe()
+    }
+
+    /// Exited, reaped or not. For an unreaped child a WNOHANG|WNOWAIT peek
+    /// tells; it leaves the zombie in place for the watcher.
+    pub fn has_exited(&self) -> bool {
+        let state = self.lock();
+        match *state {
+            State::Reaped(_) => true,
+            State::Running => !matches!(
+                sys::waitid_pid(self.pid, libc::WEXITED | libc::WNOWAIT | libc::WNOHANG),
+                Ok(WaitStatus::StillAlive)
+            ),
+        }
+    }
+
+    /// Signals the child (or its group) unless it has already exited.
+    /// `Ok(false)`: nothing sent, because it is gone.
+    pub fn signal(&self, sig: Signal, group: bool) -> std::io::Result<bool> {
+        let state = self.lock();
+        if *state != State::Running {
+            return Ok(false);
+        }
+        // The pid is still ours (unreaped, and reaping needs this lock), so
+        // neither kill nor killpg can reach a recycled id.
+        let res = match (group, self.pgid) {
+            (true, Some(pgid)) => sys::killpg(pgid, sig),
+            _ => sys::kill(self.pid, sig),
+        };
+        match res {
+            Ok(()) => Ok(true),
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Signals the child alone, but not once it has exited (a zombie
+    /// included), as `SupervisedProcess.kill` promises.
+    pub fn signal_if_running(&self, sig: Signal) -> std::io::Result<bool> {
+        if self.has_exited() {
+            return Ok(false);
+        }
+        self.signal(sig, false)
+    }
+
+    /// The exit was seen (`seen` is the WNOWAIT status, or None when the
+    /// child was reaped behind our back): sweep, reap, publish, call back.
+    fn finish(&self, seen: Option<WaitStatus>, on_exit: OnExit) {
+        let status = {
+            let mut state = self.lock();
+            let status = match seen {
+                Some(seen) => {
+                    if self.sweep_group {
+                        if let Some(pgid) = self.pgid {
+                            // The leader is a zombie we have not reaped: the
+                            // pgid is still ours. ESRCH = nobody else left.
+                            let _ = sys::killpg(pgid, Signal::KILL);
+                        }
+                    }
+                    match sys::waitid_pid(self.pid, libc::WEXITED) {
+                        Ok(WaitStatus::StillAlive) | Err(_) => ExitStatus::from(seen),
+                        Ok(w) => ExitStatus::from(w),
+                    }
+                }
+                // Reaped by someone else: the pid may already be recycled,
+                // so the group is not ours to sweep any more.
+                None => ExitStatus::Unknown,
+            };
+            *state = State::Reaped(status);
+            status
+        };
+        self.reaped.send_replace(Some(status));
+        on_exit(status);
+    }
+}
+
+/// Starts watching a freshly spawned child. Call once per child, right
+/// after the spawn; `on_exit` runs (on a runtime or watcher thread) after
+/// the reap.
+pub fn watch(
+    pid: Pid,
+    pidfd: Option<OwnedFd>,
+    pgid: Option<Pid>,
+    sweep_group: bool,
+    on_exit: OnExit,
+) -> std::io::Result<(Arc<Watched>, Backend)> {
+    let (tx, _) = watch::channel(None);
+    let watched = Arc::new(Watched {
+        pid,
+        pgid,
+        sweep_group,
+        state: Mutex::new(State::Running),
+        reaped: tx,
+    });
+    let backend = match pidfd {
+        Some(fd) if !forced_fallback() => {
+            linux::start(watched.clone(), fd, on_exit)?;
+            Backend::Pidfd
+        }
+        _ => {
+            fallback::start(watched.clone(), on_exit)?;
+            Backend::Fallback
+        }
+    };
+    Ok((watched, backend))
+}

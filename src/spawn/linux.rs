@@ -1,0 +1,241 @@
+//! Creating the child on Linux: `clone(CLONE_VM | CLONE_VFORK | CLONE_PIDFD)`,
+//! the way glibc's own `posix_spawn` does it (`sysdeps/unix/sysv/linux/spawni.c`).
+//!
+//! Why not `fork`: a fork of Node copies its page tables (hundreds of MB of
+//! mappings), and a Rust `pre_exec` closure forces exactly that. With
+//! `CLONE_VM | CLONE_VFORK` the child borrows our memory on a stack of its
+//! own and the spawning thread sleeps until the child has called `execve`
+//! (or exited), so the cost does not grow with the parent's size.
+//! `CLONE_PIDFD` hands back a pidfd atomically with the pid: there is no
+//! window in which the pid could be anything but our child.
+//!
+//! The child side ([`child_main`]) shares the parent's memory, so it may only
+//! make raw, async-signal-safe calls on data prepared beforehand: no
+//! allocation, no locks, no panics. Signals are blocked on the spawning
+//! thread for its whole life (see `spawner`), so none of the parent's
+//! handlers can run in the child before it resets every disposition to
+//! `SIG_DFL` and unblocks them just before `execve`.
+//!
+//! Exec failures travel back through shared memory (`ChildArgs::err`): the
+//! parent is resumed only after the child has exec'd or exited, so when
+//! `clone` returns the verdict is already written.
+
+use std::ffi::{c_char, c_int, c_void, CString};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use super::{Prepared, SpawnError, Stage};
+use crate::pid::Pid;
+
+/// Stack for the child between `clone` and `execve`. The child runs only
+/// small frames of straight-line code; 64 KiB is generous.
+pub const CHILD_STACK: usize = 64 * 1024;
+
+#[repr(C)]
+struct ChildArgs {
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+    cwd: *const c_char,
+    /// Fd to put at 0, 1, 2; -1 keeps the parent's (inherit).
+    stdio: [c_int; 3],
+    process_group: bool,
+    death_signal: c_int,
+    parent_pid: libc::pid_t,
+    max_fd: c_int,
+    err: AtomicI32,
+    stage: AtomicI32,
+}
+
+fn child_fail(args: &ChildArgs, stage: Stage) -> ! {
+    // SAFETY: reads this thread's errno; the TLS block is the spawning
+    // thread's, which is suspended until we exec or exit.
+    let errno = unsafe { *libc::__errno_location() };
+    args.err.store(errno.max(1), Ordering::Relaxed);
+    args.stage.store(stage as i32, Ordering::Relaxed);
+    // SAFETY: _exit is async-signal-safe and never returns.
+    unsafe { libc::_exit(127) }
+}
+
+extern "C" fn child_main(raw: *mut c_void) -> c_int {
+    // SAFETY: `raw` points at the ChildArgs the parent keeps alive until
+    // clone returns, which happens only after we exec or exit.
+    let args = unsafe { &*(raw as *const ChildArgs) };
+
+    // Default dispositions for every signal: Node ignores SIGPIPE and
+    // SIGXFSZ, and its handlers must never run in this shared address space.
+    // SAFETY: an all-zero sigaction is SIG_DFL with an empty mask.
+    let mut dfl: libc::sigaction = unsafe { std::mem::zeroed() };
+    dfl.sa_sigaction = libc::SIG_DFL;
+    for sig in 1..=64 {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: a valid sigaction; glibc's reserved signals answer EINVAL,
+        // which is harmless.
+        unsafe { libc::sigaction(sig, &dfl, std::ptr::null_mut()) };
+    }
+
+    if args.process_group {
+        // SAFETY: plain syscall on ourselves.
+        if unsafe { libc::setpgid(0, 0) } != 0 {
+            child_fail(args, Stage::Setpgid);
+        }
+    }
+
+    if args.death_signal != 0 {
+        // SAFETY: plain prctl with integer arguments.
+        if unsafe {
+            libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                args.death_signal as libc::c_ulong,
+                0,
+                0,
+                0,
+            )
+        } != 0
+        {
+            child_fail(args, Stage::Prctl);
+        }
+        // The parent may have died before prctl took effect; then we were
+        // already reparented and the death signal will never come.
+        // SAFETY: plain syscall.
+        if unsafe { libc::getppid() } != args.parent_pid {
+            // SAFETY: _exit never returns.
+            unsafe { libc::_exit(127) };
+        }
+    }
+
+    for (target, &src) in args.stdio.iter().enumerate() {
+        let target = target as c_int;
+        if src >= 0 {
+            // SAFETY: both fds are plain integers; dup2 clears CLOEXEC on target.
+            if unsafe { libc::dup2(src, target) } < 0 {
+                child_fail(args, Stage::Dup2);
+            }
+        } else {
+            // Inherit: the parent's fd may be close-on-exec; make it survive.
+            // SAFETY: fcntl on an fd number; EBADF (closed stdio) is harmless.
+            unsafe { libc::fcntl(target, libc::F_SETFD, 0) };
+        }
+    }
+
+    // Nothing but stdio crosses into the new program.
+    // SAFETY: close_range takes plain integers and only touches our own fd
+    // table (no CLONE_FILES, so the parent's fds are unaffected).
+    if unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) } != 0 {
+        for fd in 3..args.max_fd {
+            // SAFETY: closing fds in our private table.
+            unsafe { libc::close(fd) };
+        }
+    }
+
+    if !args.cwd.is_null() {
+        // SAFETY: cwd is a NUL-terminated string owned by the parent.
+        if unsafe { libc::chdir(args.cwd) } != 0 {
+            child_fail(args, Stage::Chdir);
+        }
+    }
+
+    // SAFETY: an empty sigset written by sigemptyset.
+    let mut empty: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: initialises the set we own.
+    unsafe { libc::sigemptyset(&mut empty) };
+    // SAFETY: installs the empty mask on this (child) thread only.
+    unsafe { libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) };
+
+    // SAFETY: path, argv and envp are NUL-terminated arrays of NUL-terminated
+    // strings owned by the parent and alive until clone returns.
+    unsafe { libc::execve(args.path, args.argv, args.envp) };
+    child_fail(args, Stage::Execve)
+}
+
+fn null_terminated(strings: &[CString]) -> Vec<*const c_char> {
+    strings
+        .iter()
+        .map(|s| s.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect()
+}
+
+pub struct RawChild {
+    pub pid: Pid,
+    pub pidfd: Option<OwnedFd>,
+}
+
+fn max_fd() -> c_int {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit fills the struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } != 0 {
+        return 1024;
+    }
+    rl.rlim_cur.min(65536) as c_int
+}
+
+/// Runs on the spawner thread (signals blocked). `stack` is that thread's
+/// reusable child stack.
+pub fn clone_exec(
+    prep: &Prepared,
+    want_pidfd: bool,
+    stack: &mut [u8],
+) -> Result<RawChild, SpawnError> {
+    let argv = null_terminated(&prep.argv);
+    let envp = null_terminated(&prep.envp);
+    let args = ChildArgs {
+        path: prep.path.as_ptr(),
+        argv: argv.as_ptr(),
+        envp: envp.as_ptr(),
+        cwd: prep.cwd.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
+        stdio: [0, 1, 2].map(|i| prep.child_stdio[i].as_ref().map_or(-1, |fd| fd.as_raw_fd())),
+        process_group: prep.process_group,
+        death_signal: prep.death_signal.map_or(0, |s| s.as_raw()),
+        parent_pid: Pid::current().as_raw(),
+        max_fd: max_fd(),
+        err: AtomicI32::new(0),
+        stage: AtomicI32::new(0),
+    };
+    // The stack grows down: hand clone the 16-byte aligned top.
+    let top = (stack.as_mut_ptr() as usize + stack.len()) & !15;
+    let mut pidfd: c_int = -1;
+    let mut flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
+    if want_pidfd {
+        flags |= libc::CLONE_PIDFD;
+    }
+    // SAFETY: child_main only makes async-signal-safe calls on `args`, which
+    // outlives the child's use of it (CLONE_VFORK suspends us until exec or
+    // exit); the stack is ours and unused by anyone else meanwhile; with
+    // CLONE_PIDFD the kernel writes the pidfd into `pidfd`.
+    let ret = unsafe {
+        libc::clone(
+            child_main,
+            top as *mut c_void,
+            flags,
+            &args as *const ChildArgs as *mut c_void,
+            &mut pidfd as *mut c_int,
+        )
+    };
+    if ret == -1 {
+        return Err(SpawnError::os(io::Error::last_os_error(), Stage::Clone));
+    }
+    let pid = Pid::from_raw(ret)
+        .map_err(|_| SpawnError::os(io::Error::from_raw_os_error(libc::EINVAL), Stage::Clone))?;
+    let pidfd = if want_pidfd && pidfd >= 0 {
+        // SAFETY: the kernel created this fd for us with CLONE_PIDFD.
+        Some(unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) })
+    } else {
+        None
+    };
+    let err = args.err.load(Ordering::Relaxed);
+    if err != 0 {
+        // The child exited with 127 without exec'ing: reap it now, by pid
+        // (ours, unreaped, so it cannot be anyone else), and report why.
+        let _ = crate::sys::waitid_pid(pid, libc::WEXITED);
+        let stage = Stage::from_i32(args.stage.load(Ordering::Relaxed));
+        return Err(SpawnError::os(io::Error::from_raw_os_error(err), stage));
+    }
+    Ok(RawChild { pid, pidfd })
+}

@@ -1,0 +1,450 @@
+//! Building a child: resolving the program, preparing stdio, and creating
+//! the process on a dedicated spawner thread.
+//!
+//! Why a spawner thread: `PR_SET_PDEATHSIG` fires when the *thread* that
+//! created the child exits, not the process (Go's `Pdeathsig` users learned
+//! this the hard way). A child created from a Node worker thread would be
+//! killed when that worker ends, and one created from a short-lived thread
+//! at random. The spawner thread lives as long as the process, so the death
+//! signal means exactly "the supervisor is gone".
+//!
+//! Everything that can fail for the caller's reasons (bad path, missing cwd,
+//! unopenable stdio file) is checked or opened on the calling thread first;
+//! the spawner thread only runs `clone`.
+
+#[cfg(target_os = "linux")]
+mod linux;
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::{Mutex, OnceLock};
+
+use crate::pid::{Pid, Signal};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stdio {
+    Ignore,
+    Inherit,
+    Pipe,
+    File { path: PathBuf, append: bool },
+}
+
+#[derive(Clone, Debug)]
+pub struct Command {
+    pub program: String,
+    pub args: Vec<String>,
+    /// The complete environment of the child, in order.
+    pub env: Vec<(String, String)>,
+    pub cwd: Option<PathBuf>,
+    pub stdio: [Stdio; 3],
+    pub process_group: bool,
+    pub death_signal: Option<Signal>,
+}
+
+/// Where a spawn failed, for the error's `syscall` and message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i32)]
+pub enum Stage {
+    Resolve = 1,
+    Cwd,
+    Stdio,
+    Clone,
+    Setpgid,
+    Prctl,
+    Dup2,
+    Chdir,
+    Execve,
+    Spawner,
+}
+
+impl Stage {
+    fn from_i32(v: i32) -> Stage {
+        match v {
+            1 => Stage::Resolve,
+            2 => Stage::Cwd,
+            3 => Stage::Stdio,
+            4 => Stage::Clone,
+            5 => Stage::Setpgid,
+            6 => Stage::Prctl,
+            7 => Stage::Dup2,
+            8 => Stage::Chdir,
+            9 => Stage::Execve,
+            _ => Stage::Spawner,
+        }
+    }
+
+    pub fn syscall(self) -> &'static str {
+        match self {
+            Stage::Resolve => "spawn",
+            Stage::Cwd => "chdir",
+            Stage::Stdio => "open",
+            Stage::Clone => "clone",
+            Stage::Setpgid => "setpgid",
+            Stage::Prctl => "prctl",
+            Stage::Dup2 => "dup2",
+            Stage::Chdir => "chdir",
+            Stage::Execve => "spawn",
+            Stage::Spawner => "spawn",
+        }
+    }
+}
+
+#[derive(Debug)]
+pub enum SpawnError {
+    /// Bad input that never reached the OS (NUL in a string, `=` in a key).
+    Invalid(String),
+    Os {
+        err: io::Error,
+        stage: Stage,
+    },
+}
+
+impl SpawnError {
+    fn os(err: io::Error, stage: Stage) -> SpawnError {
+        SpawnError::Os { err, stage }
+    }
+}
+
+/// A started child. `pidfd` is present when the exit watch can use one.
+pub struct Child {
+    pub pid: Pid,
+    pub pidfd: Option<OwnedFd>,
+    /// The parent's ends of `'pipe'` stdio, by fd number 0..3.
+    pub pipes: [Option<OwnedFd>; 3],
+}
+
+/// Everything the spawner thread needs, owned, so it can cross threads.
+pub struct Prepared {
+    path: CString,
+    argv: Vec<CString>,
+    envp: Vec<CString>,
+    cwd: Option<CString>,
+    child_stdio: [Option<OwnedFd>; 3],
+    process_group: bool,
+    death_signal: Option<Signal>,
+}
+
+fn cstring(s: &str, what: &str) -> Result<CString, SpawnError> {
+    CString::new(s).map_err(|_| SpawnError::Invalid(format!("{what} must not contain NUL bytes")))
+}
+
+fn is_executable_file(path: &Path) -> Option<bool> {
+    let meta = std::fs::metadata(path).ok()?;
+    if !meta.is_file() {
+        return Some(false);
+    }
+    let c = CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: access takes a NUL-terminated path we own.
+    Some(unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0)
+}
+
+/// PATH lookup as `execvp` does it, but in the parent, with the child's PATH
+/// (as libuv does): a command without `/` that is found nowhere is ENOENT
+/// before any process exists; one found only without execute permission is
+/// EACCES.
+fn resolve(
+    program: &str,
+    env: &[(String, String)],
+    cwd: Option<&Path>,
+) -> Result<PathBuf, SpawnError> {
+    if program.contains('/') {
+        return Ok(PathBuf::from(program));
+    }
+    let path_var = env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_str())
+        .unwrap_or("/usr/local/bin:/usr/bin:/bin");
+    let mut saw_unexecutable = false;
+    for dir in path_var.split(':') {
+        let dir = if dir.is_empty() { "." } else { dir };
+        let mut candidate = PathBuf::from(dir).join(program);
+        if candidate.is_relative() {
+            if let Some(cwd) = cwd {
+                candidate = cwd.join(candidate);
+            }
+        }
+        match is_executable_file(&candidate) {
+            Some(true) => return Ok(candidate),
+            Some(false) => saw_unexecutable = true,
+            None => {}
+        }
+    }
+    let errno = if saw_unexecutable {
+        libc::EACCES
+    } else {
+        libc::ENOENT
+    };
+    Err(SpawnError::os(
+        io::Error::from_raw_os_error(errno),
+        Stage::Resolve,
+    ))
+}
+
+/// Moves an fd to number 3 or above, so that dup2 onto 0..2 in the child
+/// cannot overwrite another source (possible when the parent's own stdio is
+/// closed and `open` hands out 0..2).
+fn above_stdio(fd: OwnedFd) -> Result<OwnedFd, SpawnError> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    // SAFETY: F_DUPFD_CLOEXEC duplicates a valid fd to the lowest free >= 3.
+    let new = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+    if new < 0 {
+        return Err(SpawnError::os(io::Error::last_os_error(), Stage::Stdio));
+    }
+    // SAFETY: the fd was just created for us.
+    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+}
+
+/// Opens what the child's fd `n` will be. Returns (child end, parent end).
+/// Every fd is opened close-on-exec, so a pipe end never leaks into another
+/// child spawned meanwhile (by us or by `child_process`).
+fn open_stdio(n: usize, spec: &Stdio) -> Result<(Option<OwnedFd>, Option<OwnedFd>), SpawnError> {
+    let stdio_err = |e: io::Error| SpawnError::os(e, Stage::Stdio);
+    match spec {
+        Stdio::Inherit => Ok((None, None)),
+        Stdio::Ignore => {
+            let f = std::fs::OpenOptions::new()
+                .read(n == 0)
+                .write(n != 0)
+                .open("/dev/null")
+                .map_err(stdio_err)?;
+            Ok((Some(above_stdio(f.into())?), None))
+        }
+        Stdio::Pipe => {
+            let (r, w) = io::pipe().map_err(stdio_err)?;
+            let (r, w): (OwnedFd, OwnedFd) = (r.into(), w.into());
+            if n == 0 {
+                Ok((Some(above_stdio(r)?), Some(w)))
+            } else {
+                Ok((Some(above_stdio(w)?), Some(r)))
+            }
+        }
+        Stdio::File { path, append } => {
+            let mut opts = std::fs::OpenOptions::new();
+            if n == 0 {
+                opts.read(true);
+            } else if *append {
+                opts.append(true).create(true);
+            } else {
+                opts.write(true).create(true).truncate(true);
+            }
+            let f = opts.open(path).map_err(stdio_err)?;
+            Ok((Some(above_stdio(f.into())?), None))
+        }
+    }
+}
+
+fn prepare(cmd: &Command) -> Result<(Prepared, [Option<OwnedFd>; 3]), SpawnError> {
+    if cmd.program.is_empty() {
+        return Err(SpawnError::Invalid(
+            "command must be a non-empty string".into(),
+        ));
+    }
+    let mut argv = vec![cstring(&cmd.program, "command")?];
+    for a in &cmd.args {
+        argv.push(cstring(a, "args")?);
+    }
+    let mut envp = Vec::with_capacity(cmd.env.len());
+    for (k, v) in &cmd.env {
+        if k.is_empty() || k.contains('=') {
+            return Err(SpawnError::Invalid(format!(
+                "env key {k:?} must be non-empty and must not contain '='"
+            )));
+        }
+        envp.push(cstring(&format!("{k}={v}"), "env")?);
+    }
+    let cwd = match &cmd.cwd {
+        Some(dir) => {
+            let meta = std::fs::metadata(dir).map_err(|e| SpawnError::os(e, Stage::Cwd))?;
+            if !meta.is_dir() {
+                return Err(SpawnError::os(
+                    io::Error::from_raw_os_error(libc::ENOTDIR),
+                    Stage::Cwd,
+                ));
+            }
+            Some(
+                CString::new(dir.as_os_str().as_bytes())
+                    .map_err(|_| SpawnError::Invalid("cwd must not contain NUL bytes".into()))?,
+            )
+        }
+        None => None,
+    };
+    let path = resolve(&cmd.program, &cmd.env, cmd.cwd.as_deref())?;
+    let path = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| SpawnError::Invalid("command must not contain NUL bytes".into()))?;
+    let mut child_stdio: [Option<OwnedFd>; 3] = [None, None, None];
+    let mut pipes: [Option<OwnedFd>; 3] = [None, None, None];
+    for n in 0..3 {
+        let (child, parent) = open_stdio(n, &cmd.stdio[n])?;
+        child_stdio[n] = child;
+        pipes[n] = parent;
+    }
+    Ok((
+        Prepared {
+            path,
+            argv,
+            envp,
+            cwd,
+            child_stdio,
+            process_group: cmd.process_group,
+            death_signal: cmd.death_signal,
+        },
+        pipes,
+    ))
+}
+
+type Job = Box<dyn FnOnce(&mut [u8]) + Send>;
+
+/// The long-lived thread that creates every child (see the module docs). It
+/// blocks all signals for its whole life: the child starts with this mask,
+/// so no handler of ours can run in it before it resets dispositions.
+fn spawner() -> Result<&'static Mutex<mpsc::Sender<Job>>, SpawnError> {
+    static SPAWNER: OnceLock<Result<Mutex<mpsc::Sender<Job>>, String>> = OnceLock::new();
+    let res = SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("procward-spawner".into())
+            .spawn(move || {
+                block_all_signals();
+                let mut stack = vec![0u8; linux::CHILD_STACK];
+                for job in rx {
+                    job(&mut stack);
+                }
+            })
+            .map(|_| Mutex::new(tx))
+            .map_err(|e| e.to_string())
+    });
+    res.as_ref()
+        .map_err(|e| SpawnError::os(io::Error::other(e.clone()), Stage::Spawner))
+}
+
+fn block_all_signals() {
+    // SAFETY: a zeroed sigset is valid storage for sigfillset.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: fills the set we own.
+    unsafe { libc::sigfillset(&mut all) };
+    // SAFETY: changes only this thread's mask.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &all, std::ptr::null_mut()) };
+}
+
+/// Starts `cmd`. Synchronous: when this returns Ok the child has exec'd,
+/// and when it returns Err no process and no fd is left behind.
+pub fn spawn(cmd: &Command, want_pidfd: bool) -> Result<Child, SpawnError> {
+    let (prep, pipes) = prepare(cmd)?;
+    let (tx, rx) = mpsc::sync_channel(1);
+    let job: Job = Box::new(move |stack: &mut [u8]| {
+        let mut res = linux::clone_exec(&prep, want_pidfd, stack);
+        if want_pidfd {
+            if let Err(SpawnError::Os {
+                err,
+                stage: Stage::Clone,
+            }) = &res
+            {
+                // Kernels before 5.2 reject CLONE_PIDFD with EINVAL; the
+                // caller then watches the exit without a pidfd.
+                if err.raw_os_error() == Some(libc::EINVAL) {
+                    res = linux::clone_exec(&prep, false, stack);
+                }
+            }
+        }
+        // The child's ends are closed here, on this side of the clone.
+        drop(prep);
+        let _ = tx.send(res);
+    });
+    spawner()?
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .send(job)
+        .map_err(|_| SpawnError::os(io::Error::other("spawner thread is gone"), Stage::Spawner))?;
+    let raw = rx.recv().map_err(|_| {
+        SpawnError::os(io::Error::other("spawner thread is gone"), Stage::Spawner)
+    })??;
+    Ok(Child {
+        pid: raw.pid,
+        pidfd: raw.pidfd,
+        pipes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env() -> Vec<(String, String)> {
+        vec![("PATH".into(), "/usr/bin:/bin".into())]
+    }
+
+    #[test]
+    fn resolves_through_path() {
+        let p = resolve("sh", &env(), None).unwrap();
+        assert!(p.ends_with("sh"));
+        assert!(p.is_absolute());
+    }
+
+    #[test]
+    fn missing_command_is_enoent_before_any_process() {
+        match resolve("procward-no-such-command", &env(), None) {
+            Err(SpawnError::Os { err, stage }) => {
+                assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
+                assert_eq!(stage, Stage::Resolve);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn rejects_nul_and_bad_env_keys() {
+        let base = Command {
+            program: "true".into(),
+            args: vec![],
+            env: env(),
+            cwd: None,
+            stdio: [Stdio::Ignore, Stdio::Ignore, Stdio::Ignore],
+            process_group: true,
+            death_signal: None,
+        };
+        let mut c = base.clone();
+        c.args.push("a\0b".into());
+        assert!(matches!(prepare(&c), Err(SpawnError::Invalid(_))));
+        let mut c = base.clone();
+        c.env.push(("A=B".into(), "x".into()));
+        assert!(matches!(prepare(&c), Err(SpawnError::Invalid(_))));
+        let mut c = base.clone();
+        c.program = String::new();
+        assert!(matches!(prepare(&c), Err(SpawnError::Invalid(_))));
+    }
+
+    #[test]
+    fn spawns_and_reports_exec_failure() {
+        let base = Command {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), "exit 7".into()],
+            env: env(),
+            cwd: None,
+            stdio: [Stdio::Ignore, Stdio::Ignore, Stdio::Ignore],
+            process_group: true,
+            death_signal: Some(Signal::KILL),
+        };
+        let child = spawn(&base, true).unwrap();
+        let status = crate::sys::waitid_pid(child.pid, libc::WEXITED).unwrap();
+        assert_eq!(status, crate::sys::WaitStatus::Exited(7));
+
+        let mut c = base.clone();
+        c.program = "/nonexistent/procward".into();
+        match spawn(&c, true) {
+            Err(SpawnError::Os { err, stage }) => {
+                assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
+                assert_eq!(stage, Stage::Execve);
+            }
+            Err(e) => panic!("{e:?}"),
+            Ok(_) => panic!("spawned a missing program"),
+        }
+    }
+}

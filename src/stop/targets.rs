@@ -1,0 +1,264 @@
+//! The things a stop can act on.
+//!
+//! - [`ChildTarget`]: a child we spawned. Signals go through its `Watched`
+//!   (under the lock that also guards the reap, so never to a recycled pid);
+//!   the exit it waits for is the reap, so `exited`/`killed` means the pid is
+//!   gone from the process table.
+//! - [`PidfdTarget`]: a bare pid (an orphan from a dead predecessor, say).
+//!   A pidfd is opened once and pins *that* process: signals go through
+//!   `pidfd_send_signal`, which fails with ESRCH rather than reach a process
+//!   that later got the same pid, and the exit (a zombie counts) is awaited
+//!   on the same pidfd.
+//! - [`PollTarget`]: a bare pid where no pidfd can be had (kernel < 5.3,
+//!   EMFILE, or the forced fallback). `kill()` after an identity check, and a
+//!   backing-off liveness poll (1 ms doubling to 50 ms). The race this leaves:
+//!   between the check and the `kill`, the process may exit, be reaped and
+//!   its pid handed to a newcomer, which then gets the signal. The window is
+//!   one syscall wide and needs a full pid wrap inside it.
+
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+use tokio::sync::watch;
+
+use super::StopTarget;
+use crate::exit_watch::{ExitStatus, Watched};
+use crate::pid::{Pid, Signal};
+use crate::proc_info::{self, Identity};
+use crate::sys;
+
+pub struct ChildTarget {
+    watched: Arc<Watched>,
+    group: bool,
+    reaped: watch::Receiver<Option<ExitStatus>>,
+}
+
+impl ChildTarget {
+    pub fn new(watched: Arc<Watched>, group: bool) -> ChildTarget {
+        let reaped = watched.subscribe();
+        ChildTarget {
+            watched,
+            group,
+            reaped,
+        }
+    }
+}
+
+impl StopTarget for ChildTarget {
+    fn has_exited(&mut self) -> bool {
+        self.watched.has_exited()
+    }
+
+    fn send(&mut self, sig: Signal) -> io::Result<bool> {
+        self.watched.signal(sig, self.group)
+    }
+
+    fn wait_exit(&mut self, timeout: Duration) -> impl std::future::Future<Output = bool> + Send {
+        let mut rx = self.reaped.clone();
+        async move {
+            matches!(
+                tokio::time::timeout(timeout, rx.wait_for(|s| s.is_some())).await,
+                Ok(Ok(_))
+            )
+        }
+    }
+}
+
+pub struct PidfdTarget {
+    pidfd: Arc<AsyncFd<OwnedFd>>,
+    /// Some(pid) when the whole group is to be signalled: the target leads
+    /// its own group (checked at open).
+    group: Option<Pid>,
+}
+
+/// Why a bare pid cannot be stopped, or that there is nothing to stop.
+pub enum Open<T> {
+    Target(T),
+    /// No such process, a zombie, or a different process than `identity`.
+    Gone,
+}
+
+fn einval(msg: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg.to_owned())
+}
+
+fn group_leader_check(pid: Pid, pgid: i32) -> io::Result<()> {
+    if pgid != pid.as_raw() {
+        return Err(einval(
+            "group: true needs a process that leads its own process group",
+        ));
+    }
+    // SAFETY: getpgrp takes no arguments and cannot fail.
+    let own = unsafe { libc::getpgrp() };
+    if pgid == own {
+        return Err(einval("refusing to signal our own process group"));
+    }
+    Ok(())
+}
+
+fn identity_matches(current: Option<Identity>, wanted: Option<&str>) -> bool {
+    match (current, wanted) {
+        (None, _) => false,
+        (Some(_), None) => true,
+        (Some(cur), Some(w)) => Identity::decode(w).is_some_and(|w| cur.same_process(&w)),
+    }
+}
+
+fn info_to_io(e: proc_info::InfoError) -> io::Error {
+    match e {
+        proc_info::InfoError::Hidden => io::Error::from_raw_os_error(libc::EACCES),
+        proc_info::InfoError::Io(e) => e,
+    }
+}
+
+impl PidfdTarget {
+    /// Must run inside the runtime (registers the pidfd with its reactor).
+    pub fn open(pid: Pid, identity: Option<&str>, group: bool) -> io::Result<Open<PidfdTarget>> {
+        let pidfd = match sys::pidfd_open(pid) {
+            Ok(fd) => fd,
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(Open::Gone),
+            Err(e) => return Err(e),
+        };
+        // Checked after opening: the pidfd pins the process, so the answer
+        // cannot go stale before we signal through it.
+        if identity.is_some() || group {
+            let stat = proc_info::stat_of_pidfd(pid, &pidfd).map_err(info_to_io)?;
+            let current = proc_info::identity_of_pidfd(pid, &pidfd).map_err(info_to_io)?;
+            if !identity_matches(current, identity) {
+                return Ok(Open::Gone);
+            }
+            if group {
+                match stat {
+                    Some(st) => group_leader_check(pid, st.pgid)?,
+                    None => return Ok(Open::Gone),
+                }
+            }
+        }
+        // SAFETY: the OwnedFd moves into the AsyncFd and stays open (same fd)
+        // until the AsyncFd is dropped.
+        let afd = unsafe { AsyncFd::register_with_interest(pidfd, Interest::READABLE) }
+            .map_err(|e| e.into_parts().1)?;
+        Ok(Open::Target(PidfdTarget {
+            pidfd: Arc::new(afd),
+            group: group.then_some(pid),
+        }))
+    }
+}
+
+impl StopTarget for PidfdTarget {
+    fn has_exited(&mut self) -> bool {
+        sys::is_readable_now(self.pidfd.get_ref().as_fd()).unwrap_or(true)
+    }
+
+    fn send(&mut self, sig: Signal) -> io::Result<bool> {
+        if self.has_exited() {
+            return Ok(false);
+        }
+        let res = match self.group {
+            // The leader was alive a moment ago, so its pid — which is the
+            // pgid — was not free to be recycled. The window until killpg is
+            // the one documented for PollTarget.
+            Some(pgid) => sys::killpg(pgid, sig),
+            None => sys::pidfd_send_signal(self.pidfd.get_ref().as_fd(), sig),
+        };
+        match res {
+            Ok(()) => Ok(true),
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn wait_exit(&mut self, timeout: Duration) -> impl std::future::Future<Output = bool> + Send {
+        let afd = self.pidfd.clone();
+        async move {
+            matches!(
+                tokio::time::timeout(timeout, afd.readable()).await,
+                Ok(Ok(_))
+            )
+        }
+    }
+}
+
+pub struct PollTarget {
+    pid: Pid,
+    identity: Option<String>,
+    group: bool,
+}
+
+impl PollTarget {
+    pub fn open(pid: Pid, identity: Option<&str>, group: bool) -> io::Result<Open<PollTarget>> {
+        let t = PollTarget {
+            pid,
+            identity: identity.map(str::to_owned),
+            group,
+        };
+        if !t.running()? {
+            return Ok(Open::Gone);
+        }
+        if group {
+            let info = proc_info::process_info(pid).map_err(info_to_io)?;
+            match info {
+                Some(i) => group_leader_check(pid, i.pgid)?,
+                None => return Ok(Open::Gone),
+            }
+        }
+        Ok(Open::Target(t))
+    }
+
+    fn running(&self) -> io::Result<bool> {
+        match &self.identity {
+            None => proc_info::is_running(self.pid),
+            Some(id) => proc_info::is_running_as(self.pid, id).map_err(info_to_io),
+        }
+    }
+}
+
+impl StopTarget for PollTarget {
+    fn has_exited(&mut self) -> bool {
+        !self.running().unwrap_or(false)
+    }
+
+    fn send(&mut self, sig: Signal) -> io::Result<bool> {
+        if !self.running()? {
+            return Ok(false);
+        }
+        let res = if self.group {
+            sys::killpg(self.pid, sig)
+        } else {
+            sys::kill(self.pid, sig)
+        };
+        match res {
+            Ok(()) => Ok(true),
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn wait_exit(&mut self, timeout: Duration) -> impl std::future::Future<Output = bool> + Send {
+        let pid = self.pid;
+        let identity = self.identity.clone();
+        async move {
+            let deadline = tokio::time::Instant::now() + timeout;
+            let mut delay = Duration::from_millis(1);
+            loop {
+                let running = match &identity {
+                    None => proc_info::is_running(pid).unwrap_or(false),
+                    Some(id) => proc_info::is_running_as(pid, id).unwrap_or(false),
+                };
+                if !running {
+                    return true;
+                }
+                let now = tokio::time::Instant::now();
+                if now >= deadline {
+                    return false;
+                }
+                tokio::time::sleep((deadline - now).min(delay)).await;
+                delay = (delay * 2).min(Duration::from_millis(50));
+            }
+        }
+    }
+}
