@@ -5,6 +5,9 @@
  * apart by `identity`.
  */
 
+import type { EventEmitter } from 'node:events'
+import type { Readable, Writable } from 'node:stream'
+
 export type Signal = NodeJS.Signals | number
 
 // ---- liveness ---------------------------------------------------------------
@@ -34,4 +37,132 @@ export interface ProcessInfo {
    */
   identity: string
   name: string
+}
+
+// ---- supervised spawn -------------------------------------------------------
+
+/**
+ * Starts `command` as a supervised child. Synchronous: when it returns the
+ * child has exec'd and `pid` is known; a missing command has thrown an
+ * `Error` with `code: 'ENOENT'` (`'EACCES'` when not executable) and left
+ * nothing behind.
+ *
+ * The child's exit is watched natively (pidfd on Linux, or a waiter thread):
+ * its group is SIGKILLed while the leader is still unreaped, then it is
+ * reaped, then `exited` resolves and `'exit'` fires. This happens even if
+ * the handle is dropped or `unref()`ed.
+ *
+ * @throws {TypeError} bad command, args, env, stdio or signal names.
+ * @throws {Error} `code: 'ENOENT' | 'EACCES' | 'ENOTDIR' | …` from the OS.
+ * @throws {Error} `name: 'AbortError'` when `options.signal` is already aborted.
+ */
+export declare function spawnSupervised(
+  command: string,
+  args?: readonly string[],
+  options?: SpawnSupervisedOptions,
+): SupervisedProcess
+
+export interface SpawnSupervisedOptions {
+  cwd?: string
+  /** Default: `process.env`. Entries whose value is `undefined` are left out. */
+  env?: Record<string, string | undefined>
+  /** Default `['ignore', 'inherit', 'inherit']`. */
+  stdio?: StdioOption | [StdioOption, StdioOption, StdioOption]
+  /** Default true: the child leads a new process group (pgid = pid). */
+  processGroup?: boolean
+  /** Default true: SIGKILL the group after the leader exits, before it is reaped. */
+  killGroupOnExit?: boolean
+  /** Linux: the signal the child gets if this process dies. Default 'SIGKILL'. */
+  parentDeathSignal?: Signal | false
+  /** Abort ⇒ `stop()` with the `stop` defaults. Already aborted ⇒ throws AbortError. */
+  signal?: AbortSignal
+  /** Defaults for `stop()`. */
+  stop?: StopOptions
+}
+
+export type StdioOption = 'ignore' | 'inherit' | 'pipe' | { file: string; append?: boolean }
+
+export declare class SupervisedProcess extends EventEmitter {
+  private constructor()
+  readonly pid: number
+  /** The child's process group id (its pid), or null with `processGroup: false`. */
+  readonly pgid: number | null
+  /** Equal to `getProcessInfo(pid).identity` while the child lives. */
+  readonly identity: string
+  /** Resolves once, after the child is reaped (and its group swept). Never rejects. */
+  readonly exited: Promise<ExitInfo>
+  /** null until reaped. */
+  readonly exitInfo: ExitInfo | null
+  readonly stdin: Writable | null
+  readonly stdout: Readable | null
+  readonly stderr: Readable | null
+  /** How the exit is watched here: 'pidfd' or 'fallback'. */
+  readonly exitWatch: 'pidfd' | 'fallback'
+  /**
+   * Signals the child alone, like child_process. false once it has exited
+   * (a zombie included); never reaches a process that reused the pid.
+   */
+  kill(signal?: Signal): boolean
+  /** Bounded SIGTERM → SIGKILL escalation; see `stopSupervisedProcess`. */
+  stop(options?: StopOptions): Promise<StopResult>
+  ref(): this
+  /** The child is still reaped natively; only the event loop's hold is dropped. */
+  unref(): this
+  /** `stop()` */
+  [Symbol.asyncDispose](): Promise<void>
+  on(event: 'exit', listener: (info: ExitInfo) => void): this
+  once(event: 'exit', listener: (info: ExitInfo) => void): this
+  off(event: 'exit', listener: (info: ExitInfo) => void): this
+  addListener(event: 'exit', listener: (info: ExitInfo) => void): this
+  removeListener(event: 'exit', listener: (info: ExitInfo) => void): this
+  emit(event: 'exit', info: ExitInfo): boolean
+}
+
+export interface ExitInfo {
+  pid: number
+  /** Exit status, or null when killed by a signal. */
+  code: number | null
+  signal: NodeJS.Signals | null
+}
+
+// ---- stop with bounded escalation ---------------------------------------------
+
+/**
+ * Sends `signal` (SIGTERM), waits up to `graceMs` for the exit, sends SIGKILL,
+ * waits up to `killTimeoutMs`, and says what happened. Settles within
+ * `graceMs + killTimeoutMs` plus a few milliseconds whatever the target does.
+ *
+ * For a `SupervisedProcess`, concurrent calls share one escalation and one
+ * result, and `exit` carries the reaped status. For a bare pid (not our
+ * child), the process is pinned by a pidfd and, with `identity`, checked to be
+ * the same process before anything is sent; a zombie counts as exited.
+ *
+ * Rejects with TypeError/RangeError on bad input (nothing is signalled), and
+ * with `code: 'EPERM'` for a process we may not signal.
+ */
+export declare function stopSupervisedProcess(
+  target: SupervisedProcess | number,
+  options?: StopOptions,
+): Promise<StopResult>
+
+export interface StopOptions {
+  /** Default 'SIGTERM'. */
+  signal?: Signal
+  /** Default 5000: time to exit after `signal`. */
+  graceMs?: number
+  /** Default 2000: time to vanish after SIGKILL. */
+  killTimeoutMs?: number
+  /** Default: true for a group leader we spawned, false for a bare pid. */
+  group?: boolean
+  /** Bare pid: act only if the pid is still this process. */
+  identity?: string
+}
+
+export interface StopResult {
+  outcome: 'already-exited' | 'exited' | 'killed' | 'unkillable'
+  /** Sent, in order. */
+  signals: NodeJS.Signals[]
+  elapsedMs: number
+  /** The reaped status when the target was ours. */
+  exit: ExitInfo | null
 }

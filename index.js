@@ -1,4 +1,3 @@
-'use strict'
 // The public face of procward: argument checks and JS-shaped errors over the
 // native binding. Types live in index.d.ts.
 

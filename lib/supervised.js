@@ -1,4 +1,3 @@
-'use strict'
 // SupervisedProcess: the JS face (EventEmitter, streams, AbortSignal) over
 // the native child handle. The native side owns the exit watch and the
 // reap; this side only reports what it was told.
@@ -72,7 +71,10 @@ function nativeSpawnOptions(options) {
   for (const [k, v] of Object.entries(env)) {
     if (v === undefined) continue
     if (k.length === 0 || k.includes('=') || k.includes('\0')) {
-      throw typeError(`options.env key ${JSON.stringify(k)} must be non-empty, without '=' or NUL`, 'ERR_INVALID_ARG_VALUE')
+      throw typeError(
+        `options.env key ${JSON.stringify(k)} must be non-empty, without '=' or NUL`,
+        'ERR_INVALID_ARG_VALUE',
+      )
     }
     envKeys.push(k)
     envValues.push(noNul(v, `options.env.${k}`))
@@ -86,7 +88,8 @@ function nativeSpawnOptions(options) {
   const killGroupOnExit = validate.optionalBoolean(o.killGroupOnExit, 'options.killGroupOnExit') ?? true
   let deathSignal = 0
   if (o.parentDeathSignal === undefined) deathSignal = validate.signal('SIGKILL')
-  else if (o.parentDeathSignal !== false) deathSignal = validate.signal(o.parentDeathSignal, 'options.parentDeathSignal')
+  else if (o.parentDeathSignal !== false)
+    deathSignal = validate.signal(o.parentDeathSignal, 'options.parentDeathSignal')
   if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) {
     throw typeError(`options.signal must be an AbortSignal, got ${validate.describe(o.signal)}`)
   }

@@ -65,16 +65,25 @@ extern "C" fn child_main(raw: *mut c_void) -> c_int {
 
     // Default dispositions for every signal: Node ignores SIGPIPE and
     // SIGXFSZ, and its handlers must never run in this shared address space.
-    // SAFETY: an all-zero sigaction is SIG_DFL with an empty mask.
-    let mut dfl: libc::sigaction = unsafe { std::mem::zeroed() };
-    dfl.sa_sigaction = libc::SIG_DFL;
+    // The raw syscall, because glibc's sigaction refuses its reserved
+    // signals (32, 33), and one of them arrives here ignored.
+    // An all-zero kernel sigaction: SIG_DFL, no flags, empty mask.
+    let dfl = [0u64; 4];
     for sig in 1..=64 {
         if sig == libc::SIGKILL || sig == libc::SIGSTOP {
             continue;
         }
-        // SAFETY: a valid sigaction; glibc's reserved signals answer EINVAL,
-        // which is harmless.
-        unsafe { libc::sigaction(sig, &dfl, std::ptr::null_mut()) };
+        // SAFETY: rt_sigaction reads a kernel sigaction from `dfl` (large
+        // enough on every arch) and writes nothing back (null old action).
+        unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                sig,
+                dfl.as_ptr(),
+                std::ptr::null_mut::<c_void>(),
+                8usize,
+            )
+        };
     }
 
     if args.process_group {

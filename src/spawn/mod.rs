@@ -347,9 +347,13 @@ pub fn spawn(cmd: &Command, want_pidfd: bool) -> Result<Child, SpawnError> {
                 stage: Stage::Clone,
             }) = &res
             {
-                // Kernels before 5.2 reject CLONE_PIDFD with EINVAL; the
-                // caller then watches the exit without a pidfd.
-                if err.raw_os_error() == Some(libc::EINVAL) {
+                // Kernels before 5.2 reject CLONE_PIDFD with EINVAL, and a
+                // full fd table fails it with EMFILE/ENFILE; the caller then
+                // watches the exit without a pidfd (fallback back-end).
+                if matches!(
+                    err.raw_os_error(),
+                    Some(libc::EINVAL) | Some(libc::EMFILE) | Some(libc::ENFILE)
+                ) {
                     res = linux::clone_exec(&prep, false, stack);
                 }
             }
