@@ -145,7 +145,8 @@ export function firstLine(child: ChildProcess): Promise<string> {
       }
     }
     child.stdout?.on('data', onData)
-    child.once('exit', () => reject(new Error(`child exited before printing a line (got ${JSON.stringify(buf)})`)))
+    // On 'close', not 'exit': a grandchild may still hold the pipe and print.
+    child.stdout?.once('close', () => reject(new Error(`stdout closed before a line (got ${JSON.stringify(buf)})`)))
   })
 }
 

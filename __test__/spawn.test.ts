@@ -238,7 +238,7 @@ describe('many children', () => {
       spawnSupervised('sh', ['-c', `sleep 0.2; exit ${i % 100}`], { stdio: 'ignore' }),
     )
     const infos = await Promise.all(procs.map((p) => p.exited))
-    infos.forEach((info, i) => expect(info).toEqual({ pid: procs[i]?.pid, code: i % 100, signal: null }))
+    for (const [i, info] of infos.entries()) expect(info).toEqual({ pid: procs[i]?.pid, code: i % 100, signal: null })
     expect(childrenOf(process.pid).filter((pid) => procs.some((p) => p.pid === pid))).toEqual([])
   })
 
@@ -282,6 +282,7 @@ describe('the child starts clean', () => {
   it('passes args, env and cwd exactly', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'procward-'))
     try {
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansion, not a template
       const p = sup('sh', ['-c', 'printf "%s|%s|%s|%s" "$1" "$FOO" "$(pwd)" "${BAR-unset}"', 'sh', 'a b'], {
         cwd: dir,
         env: { FOO: 'x=y', BAR: undefined, PATH: process.env.PATH },

@@ -247,7 +247,7 @@ function spawnSupervised(command, args, options) {
   noNul(command, 'command')
   if (args === undefined || args === null) args = []
   if (!Array.isArray(args)) throw typeError(`args must be an array of strings, got ${validate.describe(args)}`)
-  args.forEach((a, i) => noNul(a, `args[${i}]`))
+  for (const [i, a] of args.entries()) noNul(a, `args[${i}]`)
   const opts = nativeSpawnOptions(options)
   if (opts.abortSignal?.aborted) throw abortError(opts.abortSignal)
 
