@@ -1,12 +1,12 @@
 //! Linux: `/proc/<pid>/stat` for state and start time, pidfs for the exact
 //! identity.
 //!
-//! A check of a pid opens `/proc/<pid>/stat` and keeps the fd in a small
-//! cache. Such an fd stays bound to the process it was opened for: once that
-//! process is gone, reading it fails with ESRCH even if the pid has been
-//! reused. So a repeated check (a supervisor or a lock polling the same pid)
-//! costs one `pread` instead of open + read + close, and can never read a
-//! newcomer's state through a stale fd.
+//! Liveness asks a pidfd (see [`is_running`]) and keeps it in a small cache,
+//! so a supervisor or a lock polling the same pid pays one `poll`. Info and
+//! identity read `/proc/<pid>/stat`, whose fd is cached the same way: such an
+//! fd stays bound to the process it was opened for, and once that process is
+//! gone reading it fails with ESRCH even if the pid has been reused, so a
+//! stale fd can never show a newcomer's state.
 //!
 //! `hidepid`: when `/proc` is mounted with `hidepid=1|2` and the process
 //! belongs to another user, its `/proc/<pid>` is invisible. Liveness then
@@ -96,7 +96,86 @@ fn is_running_unlisted(pid: Pid) -> io::Result<bool> {
     }
 }
 
+/// Cached pidfds for liveness. A pidfd refers to one process for its whole
+/// life: while `poll` says it has not exited, that process is alive and
+/// still holds the pid, so a repeated check is one `poll` (no /proc read).
+/// Once it reports an exit, the pid may be someone else's: the slot is
+/// dropped and the pid looked up afresh.
+struct PidfdSlot {
+    pid: i32,
+    fd: OwnedFd,
+    /// pidfs inode (see [`Identity`]), read on the first identity check.
+    inode: Option<Option<u64>>,
+}
+
+static PIDFD_CACHE: Mutex<Vec<PidfdSlot>> = Mutex::new(Vec::new());
+
+enum PidfdCheck {
+    /// Alive, with its pidfs inode when the kernel has pidfs.
+    Alive(Option<u64>),
+    /// No such process, or it has exited (a zombie).
+    NotRunning,
+    /// No pidfd could be had (kernel < 5.3, a thread id, EMFILE): ask /proc.
+    Unavailable,
+}
+
+/// `want_inode`: also report the pidfs inode (an fstat, done once per slot).
+fn pidfd_check(pid: Pid, want_inode: bool) -> PidfdCheck {
+    {
+        let mut cache = PIDFD_CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(idx) = cache.iter().position(|s| s.pid == pid.as_raw()) {
+            let slot = &mut cache[idx];
+            match sys::is_readable_now(slot.fd.as_fd()) {
+                Ok(false) if !want_inode => return PidfdCheck::Alive(None),
+                Ok(false) => {
+                    let inode = *slot.inode.get_or_insert_with(|| pidfs_inode(&slot.fd));
+                    return PidfdCheck::Alive(inode);
+                }
+                _ => {
+                    cache.swap_remove(idx);
+                }
+            }
+        }
+    }
+    let fd = match sys::pidfd_open(pid) {
+        Ok(fd) => fd,
+        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return PidfdCheck::NotRunning,
+        Err(_) => return PidfdCheck::Unavailable,
+    };
+    match sys::is_readable_now(fd.as_fd()) {
+        Ok(false) => {}
+        Ok(true) => return PidfdCheck::NotRunning,
+        Err(_) => return PidfdCheck::Unavailable,
+    }
+    let inode = want_inode.then(|| pidfs_inode(&fd));
+    let evicted = {
+        let mut cache = PIDFD_CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        let evicted = (cache.len() >= CACHE_SLOTS).then(|| cache.remove(0));
+        cache.push(PidfdSlot {
+            pid: pid.as_raw(),
+            fd,
+            inode,
+        });
+        evicted
+    };
+    // Closed outside the lock.
+    drop(evicted);
+    PidfdCheck::Alive(inode.flatten())
+}
+
+/// Exists and has not exited. Through a pidfd where possible: it is exact
+/// for a multi-threaded process whose leader thread has exited (its
+/// /proc/<pid>/stat says Z, yet the process runs on), it is not subject to
+/// hidepid, and a repeated check costs one poll.
 pub fn is_running(pid: Pid) -> io::Result<bool> {
+    match pidfd_check(pid, false) {
+        PidfdCheck::Alive(_) => Ok(true),
+        PidfdCheck::NotRunning => Ok(false),
+        PidfdCheck::Unavailable => is_running_by_stat(pid),
+    }
+}
+
+fn is_running_by_stat(pid: Pid) -> io::Result<bool> {
     let mut buf = [0u8; STAT_BUF];
     match read_stat(pid, &mut buf)? {
         Some(n) => Ok(stat::parse_state(&buf[..n])
@@ -223,6 +302,15 @@ pub fn is_running_as(pid: Pid, identity: &str) -> Result<bool, InfoError> {
     };
     if wanted.boot != boot_id() {
         return Ok(false);
+    }
+    // With pidfs, the inode alone names the process for this boot: an alive
+    // pidfd with the same inode is the same process, no /proc read needed.
+    if let Some(wanted_ino) = wanted.inode {
+        match pidfd_check(pid, true) {
+            PidfdCheck::Alive(Some(ino)) => return Ok(ino == wanted_ino),
+            PidfdCheck::NotRunning => return Ok(false),
+            PidfdCheck::Alive(None) | PidfdCheck::Unavailable => {}
+        }
     }
     match stat_and_identity(pid)? {
         Some((st, current)) => Ok(st.state.is_running() && current.same_process(&wanted)),

@@ -1,0 +1,97 @@
+// isProcessRunning against the ways it is done without procward.
+import { execFileSync, spawn } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { fmt, loopDelayWhile, perCall, ratio, table } from './util.mjs'
+
+const require = createRequire(import.meta.url)
+const { isProcessRunning, getProcessInfo } = require('../index.js')
+const isRunningPkg = require('is-running')
+
+export async function run() {
+  const { processExists } = await import('process-exists')
+  // 40 live targets: rotating through more pids than procward caches (32)
+  // makes every check a first check (open + read + close).
+  const kids = Array.from({ length: 40 }, () => spawn('sleep', ['1000'], { stdio: 'ignore' }))
+  const pids = kids.map((k) => k.pid)
+  const pid = pids[0]
+  const identity = getProcessInfo(pid).identity
+
+  const killZero = (p) => {
+    try {
+      process.kill(p, 0)
+      return true
+    } catch (e) {
+      return e.code === 'EPERM'
+    }
+  }
+  const procStat = (p) => {
+    try {
+      const s = readFileSync(`/proc/${p}/stat`, 'latin1')
+      const st = s[s.lastIndexOf(')') + 2]
+      return st !== 'Z' && st !== 'X'
+    } catch {
+      return false
+    }
+  }
+  const ps = (p) => {
+    try {
+      const st = execFileSync('ps', ['-o', 'stat=', '-p', String(p)], { encoding: 'utf8' }).trim()
+      return st !== '' && !st.startsWith('Z')
+    } catch {
+      return false
+    }
+  }
+
+  const cases = [
+    ['process.kill(pid, 0)  [zombie-blind]', () => killZero(pid), {}],
+    ['isProcessRunning, same pid (cached fd)', () => isProcessRunning(pid), {}],
+    ['isProcessRunning, first check of a pid', (i) => isProcessRunning(pids[i % pids.length]), {}],
+    ['isProcessRunning(pid, identity)', () => isProcessRunning(pid, identity), {}],
+    ['getProcessInfo(pid)', () => getProcessInfo(pid), {}],
+    ['readFileSync /proc/<pid>/stat in JS', () => procStat(pid), {}],
+    ['is-running (npm)  [zombie-blind]', () => isRunningPkg(pid), {}],
+    ["execFileSync('ps', ['-o','stat=','-p',pid])", () => ps(pid), { batches: 5, perBatch: 10 }],
+  ]
+  const rows = []
+  let base = Number.NaN
+  for (const [name, fn, opts] of cases) {
+    const t = perCall(fn, opts)
+    if (rows.length === 0) base = t
+    rows.push({ check: name, 'median µs/call': fmt(t, 3), 'vs kill(0)': ratio(t, base) })
+  }
+  // process-exists is async (it lists every process through ps-list).
+  {
+    const times = []
+    for (let i = 0; i < 10; i++) {
+      const t0 = performance.now()
+      await processExists(pid)
+      times.push((performance.now() - t0) * 1000)
+    }
+    times.sort((a, b) => a - b)
+    const t = times[5]
+    rows.push({ check: 'process-exists (npm, async)', 'median µs/call': fmt(t, 3), 'vs kill(0)': ratio(t, base) })
+  }
+  const first = Number(rows[2]['median µs/call'])
+  const psRow = Number(rows[7]['median µs/call'])
+  console.log('\n## Liveness: one check of a live pid (median per call)\n')
+  table(rows, ['check', 'median µs/call', 'vs kill(0)'])
+  console.log(`\nps / isProcessRunning(first check) = ${ratio(psRow, first)}`)
+
+  console.log('\n## Event-loop delay while polling every 10 ms for 1 s (ms)\n')
+  const polled = [
+    ['nothing', () => {}],
+    ['process.kill(pid, 0)', () => killZero(pid)],
+    ['isProcessRunning', () => isProcessRunning(pid)],
+    ['execFileSync ps', () => ps(pid)],
+  ]
+  const delayRows = []
+  for (const [name, fn] of polled) {
+    const d = await loopDelayWhile(fn)
+    delayRows.push({ poller: name, p50: fmt(d.p50), p99: fmt(d.p99), max: fmt(d.max) })
+  }
+  table(delayRows, ['poller', 'p50', 'p99', 'max'])
+
+  for (const k of kids) k.kill('SIGKILL')
+  await Promise.all(kids.map((k) => new Promise((r) => (k.exitCode !== null || k.signalCode ? r() : k.once('exit', r)))))
+}
