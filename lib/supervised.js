@@ -4,6 +4,7 @@
 
 const { EventEmitter } = require('node:events')
 const net = require('node:net')
+const { isMainThread } = require('node:worker_threads')
 const native = require('../binding.js')
 const { callNative, fromNative, typeError } = require('./errors')
 const validate = require('./validate')
@@ -62,7 +63,12 @@ function nativeSpawnOptions(options) {
   }
   const o = options ?? {}
   const cwd = o.cwd === undefined ? undefined : noNul(o.cwd, 'options.cwd')
-  const env = o.env === undefined ? process.env : o.env
+  // No env given: on the main thread process.env *is* the process
+  // environment (Node writes it through to environ), so the native side
+  // reads environ itself and skips converting process.env on every spawn.
+  // A worker's process.env is its own copy, so there it is passed along.
+  const inheritEnv = o.env === undefined && isMainThread
+  const env = o.env === undefined ? (inheritEnv ? {} : process.env) : o.env
   if (env === null || typeof env !== 'object') {
     throw typeError(`options.env must be an object, got ${validate.describe(env)}`)
   }
@@ -98,6 +104,7 @@ function nativeSpawnOptions(options) {
   return {
     native: {
       cwd,
+      inheritEnv,
       envKeys,
       envValues,
       stdio: stdio.map(stdioEntry),

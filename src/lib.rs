@@ -97,6 +97,9 @@ pub struct NativeStdio {
 #[napi(object)]
 pub struct NativeSpawnOptions {
     pub cwd: Option<String>,
+    /// Use this process's own environment (`environ`) instead of
+    /// env_keys/env_values: saves converting `process.env` on every spawn.
+    pub inherit_env: bool,
     pub env_keys: Vec<String>,
     pub env_values: Vec<String>,
     pub stdio: Vec<NativeStdio>,
@@ -293,12 +296,18 @@ pub fn spawn_supervised(
     let cmd = Command {
         program: command.clone(),
         args,
-        env: options
-            .env_keys
-            .iter()
-            .cloned()
-            .zip(options.env_values.iter().cloned())
-            .collect(),
+        env: if options.inherit_env {
+            std::env::vars_os()
+                .map(|(k, v)| (k.to_string_lossy().into_owned(), v.to_string_lossy().into_owned()))
+                .collect()
+        } else {
+            options
+                .env_keys
+                .iter()
+                .cloned()
+                .zip(options.env_values.iter().cloned())
+                .collect()
+        },
         cwd: options.cwd.clone().map(Into::into),
         stdio: [stdio_spec(0)?, stdio_spec(1)?, stdio_spec(2)?],
         process_group: options.process_group,

@@ -22,7 +22,7 @@
 
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use super::{Prepared, SpawnError, Stage};
@@ -199,7 +199,7 @@ pub fn clone_exec(
         argv: argv.as_ptr(),
         envp: envp.as_ptr(),
         cwd: prep.cwd.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
-        stdio: [0, 1, 2].map(|i| prep.child_stdio[i].as_ref().map_or(-1, |fd| fd.as_raw_fd())),
+        stdio: [0, 1, 2].map(|i| prep.child_stdio[i].raw()),
         process_group: prep.process_group,
         death_signal: prep.death_signal.map_or(0, |s| s.as_raw()),
         parent_pid: Pid::current().as_raw(),

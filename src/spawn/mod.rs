@@ -17,7 +17,7 @@ mod linux;
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -123,7 +123,7 @@ pub struct Prepared {
     argv: Vec<CString>,
     envp: Vec<CString>,
     cwd: Option<CString>,
-    child_stdio: [Option<OwnedFd>; 3],
+    child_stdio: [ChildFd; 3],
     process_group: bool,
     death_signal: Option<Signal>,
 }
@@ -202,28 +202,57 @@ fn above_stdio(fd: OwnedFd) -> Result<OwnedFd, SpawnError> {
     Ok(unsafe { OwnedFd::from_raw_fd(new) })
 }
 
+/// What the child's fd 0, 1 or 2 becomes.
+pub enum ChildFd {
+    /// The parent's own fd of that number.
+    Inherit,
+    /// Opened for this child; closed in the parent right after the spawn.
+    Owned(OwnedFd),
+    /// Process-wide and kept open ('ignore': the shared /dev/null).
+    Shared(RawFd),
+}
+
+impl ChildFd {
+    fn raw(&self) -> RawFd {
+        match self {
+            ChildFd::Inherit => -1,
+            ChildFd::Owned(fd) => fd.as_raw_fd(),
+            ChildFd::Shared(fd) => *fd,
+        }
+    }
+}
+
+/// One /dev/null (read-write, close-on-exec) for every 'ignore', opened on
+/// first use: saves an open and a close per stdio slot per spawn.
+fn dev_null() -> Result<RawFd, SpawnError> {
+    static DEV_NULL: OnceLock<OwnedFd> = OnceLock::new();
+    if let Some(fd) = DEV_NULL.get() {
+        return Ok(fd.as_raw_fd());
+    }
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+        .map_err(|e| SpawnError::os(e, Stage::Stdio))?;
+    let fd = above_stdio(f.into())?;
+    Ok(DEV_NULL.get_or_init(|| fd).as_raw_fd())
+}
+
 /// Opens what the child's fd `n` will be. Returns (child end, parent end).
 /// Every fd is opened close-on-exec, so a pipe end never leaks into another
 /// child spawned meanwhile (by us or by `child_process`).
-fn open_stdio(n: usize, spec: &Stdio) -> Result<(Option<OwnedFd>, Option<OwnedFd>), SpawnError> {
+fn open_stdio(n: usize, spec: &Stdio) -> Result<(ChildFd, Option<OwnedFd>), SpawnError> {
     let stdio_err = |e: io::Error| SpawnError::os(e, Stage::Stdio);
     match spec {
-        Stdio::Inherit => Ok((None, None)),
-        Stdio::Ignore => {
-            let f = std::fs::OpenOptions::new()
-                .read(n == 0)
-                .write(n != 0)
-                .open("/dev/null")
-                .map_err(stdio_err)?;
-            Ok((Some(above_stdio(f.into())?), None))
-        }
+        Stdio::Inherit => Ok((ChildFd::Inherit, None)),
+        Stdio::Ignore => Ok((ChildFd::Shared(dev_null()?), None)),
         Stdio::Pipe => {
             let (r, w) = io::pipe().map_err(stdio_err)?;
             let (r, w): (OwnedFd, OwnedFd) = (r.into(), w.into());
             if n == 0 {
-                Ok((Some(above_stdio(r)?), Some(w)))
+                Ok((ChildFd::Owned(above_stdio(r)?), Some(w)))
             } else {
-                Ok((Some(above_stdio(w)?), Some(r)))
+                Ok((ChildFd::Owned(above_stdio(w)?), Some(r)))
             }
         }
         Stdio::File { path, append } => {
@@ -236,7 +265,7 @@ fn open_stdio(n: usize, spec: &Stdio) -> Result<(Option<OwnedFd>, Option<OwnedFd
                 opts.write(true).create(true).truncate(true);
             }
             let f = opts.open(path).map_err(stdio_err)?;
-            Ok((Some(above_stdio(f.into())?), None))
+            Ok((ChildFd::Owned(above_stdio(f.into())?), None))
         }
     }
 }
@@ -279,7 +308,7 @@ fn prepare(cmd: &Command) -> Result<(Prepared, [Option<OwnedFd>; 3]), SpawnError
     let path = resolve(&cmd.program, &cmd.env, cmd.cwd.as_deref())?;
     let path = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| SpawnError::Invalid("command must not contain NUL bytes".into()))?;
-    let mut child_stdio: [Option<OwnedFd>; 3] = [None, None, None];
+    let mut child_stdio: [ChildFd; 3] = [ChildFd::Inherit, ChildFd::Inherit, ChildFd::Inherit];
     let mut pipes: [Option<OwnedFd>; 3] = [None, None, None];
     for n in 0..3 {
         let (child, parent) = open_stdio(n, &cmd.stdio[n])?;
