@@ -294,6 +294,20 @@ describe('the child starts clean', () => {
     }
   })
 
+  it('inherits process.env as it is now when no env is given', async () => {
+    process.env.PROCWARD_TEST_SET = 'set at runtime'
+    process.env.PROCWARD_TEST_DELETED = 'x'
+    delete process.env.PROCWARD_TEST_DELETED
+    try {
+      const p = sup('sh', ['-c', 'printf "%s|%s" "$PROCWARD_TEST_SET" "${PROCWARD_TEST_DELETED-unset}"'], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      })
+      expect(await readAll(p.stdout)).toBe('set at runtime|unset')
+    } finally {
+      delete process.env.PROCWARD_TEST_SET
+    }
+  })
+
   it('pipes stdin to stdout and stderr', async () => {
     const p = sup('sh', ['-c', 'cat; echo err >&2'], { stdio: 'pipe' })
     p.stdin?.end('hello')

@@ -93,5 +93,7 @@ export async function run() {
   table(delayRows, ['poller', 'p50', 'p99', 'max'])
 
   for (const k of kids) k.kill('SIGKILL')
-  await Promise.all(kids.map((k) => new Promise((r) => (k.exitCode !== null || k.signalCode ? r() : k.once('exit', r)))))
+  await Promise.all(
+    kids.map((k) => new Promise((r) => (k.exitCode !== null || k.signalCode ? r() : k.once('exit', r)))),
+  )
 }

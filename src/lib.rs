@@ -298,7 +298,12 @@ pub fn spawn_supervised(
         args,
         env: if options.inherit_env {
             std::env::vars_os()
-                .map(|(k, v)| (k.to_string_lossy().into_owned(), v.to_string_lossy().into_owned()))
+                .map(|(k, v)| {
+                    (
+                        k.to_string_lossy().into_owned(),
+                        v.to_string_lossy().into_owned(),
+                    )
+                })
                 .collect()
         } else {
             options
