@@ -137,6 +137,32 @@ describe('isProcessRunning', () => {
     expect(res.info.pid).toBe(target.pid)
     expect(res.info.identity).toBe(getProcessInfo(target.pid as number)?.identity)
   })
+
+  it('stays zombie-aware where /proc hides other users (hidepid=2)', async (ctx) => {
+    if (!isRoot) return ctx.skip('needs root for a private /proc mount and a caller as nobody')
+    const live = spawned.spawn('sleep', ['100']).pid as number
+    const parent = spawned.spawn(join(FIXTURES, 'zombie-parent.sh'), [])
+    const zombie = Number(await firstLine(parent))
+    await waitFor(() => procState(zombie) === 'Z', 5000, 'the zombie')
+    const script = `
+      const p = require(${JSON.stringify(join(__dirname, '..', 'index.js'))});
+      const fs = require('fs');
+      let info; try { info = p.getProcessInfo(${live}) } catch (e) { info = e.code }
+      console.log(JSON.stringify({ uid: process.getuid(), visible: fs.existsSync('/proc/${live}'),
+        live: p.isProcessRunning(${live}), zombie: p.isProcessRunning(${zombie}), info }))`
+    let out: string
+    try {
+      out = execFileSync(
+        'unshare',
+        ['-m', 'sh', '-c', 'mount -t proc -o hidepid=2 proc /proc && exec setpriv --reuid=65534 --regid=65534 --clear-groups "$@"', 'sh', process.execPath, '-e', script],
+        { encoding: 'utf8' },
+      )
+    } catch (e) {
+      return ctx.skip(`no private hidepid /proc here: ${(e as Error).message.split('\n')[0]}`)
+    }
+    const res = JSON.parse(out)
+    expect(res).toEqual({ uid: 65534, visible: false, live: true, zombie: false, info: 'EACCES' })
+  })
 })
 
 describe('identity', () => {

@@ -299,6 +299,7 @@ describe('the child starts clean', () => {
     process.env.PROCWARD_TEST_DELETED = 'x'
     delete process.env.PROCWARD_TEST_DELETED
     try {
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansion, not a template
       const p = sup('sh', ['-c', 'printf "%s|%s" "$PROCWARD_TEST_SET" "${PROCWARD_TEST_DELETED-unset}"'], {
         stdio: ['ignore', 'pipe', 'inherit'],
       })

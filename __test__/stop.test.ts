@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process'
+import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -158,6 +159,37 @@ describe('our children', () => {
     expect(r.signals).toEqual(['SIGTERM', 'SIGKILL'])
     await p.exited
     expect(procState(p.pid)).toBeNull()
+  })
+
+  it('yields unkillable for a process that survives SIGKILL, within its bounds', async (ctx) => {
+    // A task frozen by the cgroup-v1 freezer cannot act on SIGKILL until it
+    // is thawed: the same as a process stuck in uninterruptible sleep.
+    const root = '/sys/fs/cgroup/freezer'
+    if (!isRoot || !existsSync(`${root}/cgroup.procs`)) {
+      return ctx.skip('needs root and the cgroup-v1 freezer')
+    }
+    const cg = `${root}/procward-test-${process.pid}`
+    mkdirSync(cg)
+    try {
+      const p = sup('sleep', ['100'])
+      writeFileSync(`${cg}/cgroup.procs`, String(p.pid))
+      writeFileSync(`${cg}/freezer.state`, 'FROZEN')
+      await waitFor(() => readFileSync(`${cg}/freezer.state`, 'utf8').trim() === 'FROZEN', 5000, 'the freeze')
+      const r = await p.stop({ graceMs: 100, killTimeoutMs: 200 })
+      expect(r).toMatchObject({ outcome: 'unkillable', signals: ['SIGTERM', 'SIGKILL'], exit: null })
+      expect(r.elapsedMs).toBeGreaterThanOrEqual(300)
+      expect(p.exitInfo).toBeNull()
+      // Thawed, it dies of a pending signal and is reaped as usual.
+      writeFileSync(`${cg}/freezer.state`, 'THAWED')
+      const info = await p.exited
+      expect(info.code).toBeNull()
+      expect(['SIGKILL', 'SIGTERM']).toContain(info.signal)
+      expect(procState(p.pid)).toBeNull()
+    } finally {
+      writeFileSync(`${cg}/freezer.state`, 'THAWED')
+      await waitFor(() => readFileSync(`${cg}/cgroup.procs`, 'utf8').trim() === '', 5000, 'the cgroup to empty')
+      rmdirSync(cg)
+    }
   })
 
   it('with group: false signals the leader only', async () => {

