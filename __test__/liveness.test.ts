@@ -154,7 +154,16 @@ describe('isProcessRunning', () => {
     try {
       out = execFileSync(
         'unshare',
-        ['-m', 'sh', '-c', 'mount -t proc -o hidepid=2 proc /proc && exec setpriv --reuid=65534 --regid=65534 --clear-groups "$@"', 'sh', process.execPath, '-e', script],
+        [
+          '-m',
+          'sh',
+          '-c',
+          'mount -t proc -o hidepid=2 proc /proc && exec setpriv --reuid=65534 --regid=65534 --clear-groups "$@"',
+          'sh',
+          process.execPath,
+          '-e',
+          script,
+        ],
         { encoding: 'utf8' },
       )
     } catch (e) {

@@ -15,7 +15,9 @@ for (const file of fs.readdirSync(dir)) {
     failed += r.numFailedTests
     skipped += r.numPendingTests + (r.numTodoTests ?? 0)
   } else if (file === 'cargo.txt') {
-    for (const m of fs.readFileSync(full, 'utf8').matchAll(/test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored/g)) {
+    for (const m of fs
+      .readFileSync(full, 'utf8')
+      .matchAll(/test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored/g)) {
       passed += Number(m[1])
       failed += Number(m[2])
       skipped += Number(m[3])
