@@ -96,8 +96,12 @@ export declare class SupervisedProcess extends EventEmitter {
   readonly stdin: Writable | null
   readonly stdout: Readable | null
   readonly stderr: Readable | null
-  /** How the exit is watched here: 'pidfd' or 'fallback'. */
-  readonly exitWatch: 'pidfd' | 'fallback'
+  /**
+   * How the exit is watched: 'pidfd' (polled by this thread's event loop),
+   * 'pidfd-tokio' (a native runtime task; runtimes without libuv, or
+   * PROCWARD_EXIT_WATCH=tokio) or 'fallback' (a waiter thread: no pidfd).
+   */
+  readonly exitWatch: 'pidfd' | 'pidfd-tokio' | 'fallback'
   /**
    * Signals the child alone, like child_process. false once it has exited
    * (a zombie included); never reaches a process that reused the pid.

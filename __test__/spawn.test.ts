@@ -20,7 +20,7 @@ import {
 
 const PROCWARD = join(__dirname, '..', 'index.js')
 const run = promisify(execFile)
-const EXPECTED_WATCH = process.env.PROCWARD_EXIT_WATCH === 'fallback' ? 'fallback' : 'pidfd'
+const EXPECTED_WATCH = { fallback: 'fallback', tokio: 'pidfd-tokio' }[process.env.PROCWARD_EXIT_WATCH ?? ''] ?? 'pidfd'
 
 const started: SupervisedProcess[] = []
 const others = new Spawned()
@@ -189,6 +189,12 @@ describe('exit = reap', () => {
     expect(res).toMatchObject({ exitWatch: 'fallback', code: 5 })
   })
 
+  it('reports a throwing exit listener as an uncaught exception, and still reaps', async () => {
+    const { stdout } = await run(process.execPath, [join(FIXTURES, 'throwing-listener.cjs'), PROCWARD])
+    const res = JSON.parse(stdout)
+    expect(res).toMatchObject({ caught: 'boom from listener', reaped: true, exit: { code: 2, signal: null } })
+  })
+
   it('keeps node alive while ref()ed, and not once unref()ed', async () => {
     const kept = await run(process.execPath, [join(FIXTURES, 'unref.cjs'), PROCWARD, 'ref'])
     const [, exitLine] = kept.stdout.trim().split('\n')
@@ -223,6 +229,8 @@ describe('exit = reap', () => {
 
 describe('many children', () => {
   it('runs 1000 spawn/exit cycles without a zombie or an fd leak', async () => {
+    // procward keeps one /dev/null open for 'ignore'; let it be opened first.
+    await spawnSupervised('true', [], { stdio: 'ignore' }).exited
     const before = openFds()
     for (let i = 0; i < 1000; i++) {
       const p = spawnSupervised('true', [], { stdio: 'ignore' })

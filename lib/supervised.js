@@ -175,7 +175,7 @@ class SupervisedProcess extends EventEmitter {
   get identity() {
     return this.#native.identity
   }
-  /** @internal 'pidfd' | 'fallback' */
+  /** 'pidfd' | 'pidfd-tokio' | 'fallback' */
   get exitWatch() {
     return this.#native.backend
   }

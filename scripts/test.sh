@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test, in order: Rust unit tests, the TypeScript type check, the vitest
-# suite on the machine's Node with the pidfd back-end, again with the forced
-# fallback back-end, again under a newer Node (one binary, N-API is
+# suite on the machine's Node with the default back-end (pidfd on the JS
+# loop), again with pidfd on tokio, again with the forced fallback (waiter
+# threads), again under a newer Node (one binary, N-API is
 # ABI-stable), and the consumer check (pnpm pack → install into a fresh
 # TypeScript project → vitest there). Ends with one line adding them up.
 set -euo pipefail
@@ -20,9 +21,13 @@ cargo test --quiet 2>&1 | tee "$REPORTS/cargo.txt"
 step "type check"
 pnpm exec tsc -p tsconfig.json
 
-step "vitest (node $(node --version), exit watch: pidfd)"
+step "vitest (node $(node --version), exit watch: pidfd on the JS loop)"
 # shellcheck disable=SC2046
 pnpm exec vitest run $(vitest_json pidfd)
+
+step "vitest (node $(node --version), exit watch: pidfd on tokio)"
+# shellcheck disable=SC2046
+PROCWARD_EXIT_WATCH=tokio pnpm exec vitest run $(vitest_json tokio)
 
 step "vitest (node $(node --version), exit watch: forced fallback)"
 # shellcheck disable=SC2046

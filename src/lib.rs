@@ -5,6 +5,8 @@
 
 pub mod errors;
 pub mod exit_watch;
+#[cfg(target_os = "linux")]
+mod js_loop;
 pub mod pid;
 pub mod proc_info;
 mod runtime;
@@ -13,6 +15,7 @@ pub mod stop;
 #[cfg(target_os = "linux")]
 pub mod sys;
 
+use napi::bindgen_prelude::JsValue;
 use napi::Result;
 use napi_derive::napi;
 
@@ -116,7 +119,7 @@ pub struct NativeExitInfo {
     pub signal: Option<String>,
 }
 
-fn exit_info(status: ExitStatus) -> NativeExitInfo {
+pub(crate) fn exit_info(status: ExitStatus) -> NativeExitInfo {
     match status {
         ExitStatus::Code(c) => NativeExitInfo {
             code: Some(c),
@@ -159,13 +162,20 @@ fn spawn_err(err: SpawnError, program: &str) -> napi::Error {
     }
 }
 
+/// How the exit reaches JS: a threadsafe function (from a runtime or
+/// waiter thread), or the JS loop itself.
+enum Delivery {
+    Threadsafe(Arc<Mutex<Option<ExitCallback>>>),
+    Loop(js_loop::LoopRef),
+}
+
 /// The native side of a `SupervisedProcess`. The JS class in `lib/` wraps it.
 #[napi]
 pub struct NativeChild {
     watched: Arc<Watched>,
     identity: String,
     backend: Backend,
-    callback: Arc<Mutex<Option<ExitCallback>>>,
+    delivery: Delivery,
     pipes: Mutex<[Option<std::os::fd::OwnedFd>; 3]>,
 }
 
@@ -186,11 +196,13 @@ impl NativeChild {
         self.identity.clone()
     }
 
-    /// 'pidfd' or 'fallback': how this child's exit is watched.
+    /// How this child's exit is watched: 'pidfd' (on the JS loop),
+    /// 'pidfd-tokio' or 'fallback'.
     #[napi(getter)]
     pub fn backend(&self) -> &'static str {
         match self.backend {
-            Backend::Pidfd => "pidfd",
+            Backend::PidfdLoop => "pidfd",
+            Backend::PidfdTokio => "pidfd-tokio",
             Backend::Fallback => "fallback",
         }
     }
@@ -205,31 +217,13 @@ impl NativeChild {
     }
 
     #[napi(js_name = "ref")]
-    #[allow(deprecated)] // napi-rs keeps napi_ref_threadsafe_function behind `refer`
     pub fn refer(&self, env: Env) -> Result<()> {
-        match self
-            .callback
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_mut()
-        {
-            Some(cb) => cb.refer(&env),
-            None => Ok(()),
-        }
+        self.set_ref(&env, true)
     }
 
     #[napi]
-    #[allow(deprecated)] // napi-rs keeps napi_unref_threadsafe_function behind `unref`
     pub fn unref(&self, env: Env) -> Result<()> {
-        match self
-            .callback
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_mut()
-        {
-            Some(cb) => cb.unref(&env),
-            None => Ok(()),
-        }
+        self.set_ref(&env, false)
     }
 
     /// Hands the parent's pipe ends to JS (once): fd numbers, -1 where none.
@@ -261,8 +255,47 @@ impl NativeChild {
     }
 }
 
+impl NativeChild {
+    #[allow(deprecated)] // napi-rs keeps napi_(un)ref_threadsafe_function behind refer/unref
+    fn set_ref(&self, env: &Env, on: bool) -> Result<()> {
+        match &self.delivery {
+            Delivery::Loop(l) => {
+                l.set_ref(on);
+                Ok(())
+            }
+            Delivery::Threadsafe(cb) => match cb.lock().unwrap_or_else(|e| e.into_inner()).as_mut()
+            {
+                Some(cb) if on => cb.refer(env),
+                Some(cb) => cb.unref(env),
+                None => Ok(()),
+            },
+        }
+    }
+}
+
+fn threadsafe_delivery(
+    on_exit: &Function<NativeExitInfo, ()>,
+) -> Result<(Arc<Mutex<Option<ExitCallback>>>, exit_watch::OnExit)> {
+    let callback: ExitCallback = on_exit
+        .build_threadsafe_function()
+        .callee_handled::<false>()
+        .build()?;
+    let callback = Arc::new(Mutex::new(Some(callback)));
+    let slot = callback.clone();
+    let deliver: exit_watch::OnExit = Box::new(move |status| {
+        let cb = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(cb) = cb {
+            cb.call(exit_info(status), ThreadsafeFunctionCallMode::NonBlocking);
+            // Dropping `cb` releases the threadsafe function: after this
+            // last call nothing of ours holds the event loop open.
+        }
+    });
+    Ok((callback, deliver))
+}
+
 #[napi]
 pub fn spawn_supervised(
+    env: Env,
     command: String,
     args: Vec<String>,
     options: NativeSpawnOptions,
@@ -318,13 +351,6 @@ pub fn spawn_supervised(
         process_group: options.process_group,
         death_signal,
     };
-    // Everything that can fail on the JS side is created before the child.
-    let callback: ExitCallback = on_exit
-        .build_threadsafe_function()
-        .callee_handled::<false>()
-        .build()?;
-    let callback = Arc::new(Mutex::new(Some(callback)));
-
     let child =
         spawn::spawn(&cmd, !exit_watch::forced_fallback()).map_err(|e| spawn_err(e, &command))?;
     let pid = child.pid;
@@ -337,34 +363,45 @@ pub fn spawn_supervised(
     .map(|id| id.encode())
     .unwrap_or_default();
     let pgid = options.process_group.then_some(pid);
+    let watched = exit_watch::register(pid, pgid, options.kill_group_on_exit);
 
-    let slot = callback.clone();
-    let on_exit: exit_watch::OnExit = Box::new(move |status| {
-        let cb = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(cb) = cb {
-            cb.call(exit_info(status), ThreadsafeFunctionCallMode::NonBlocking);
-            // Dropping `cb` releases the threadsafe function: after this
-            // last call nothing of ours holds the event loop open.
-        }
-    });
-    let (watched, backend) =
-        match exit_watch::watch(pid, child.pidfd, pgid, options.kill_group_on_exit, on_exit) {
-            Ok(v) => v,
-            Err(e) => {
-                // No watcher could be started: take the child down again so that
-                // nothing is left behind, and say why.
-                let _ = sys::kill(pid, Signal::KILL);
-                let _ = sys::waitid_pid(pid, libc::WEXITED);
-                return Err(io_err(&e, "spawn watcher"));
+    let mut pidfd = child.pidfd;
+    if let Some(fd) = pidfd.take_if(|_| js_loop::available()) {
+        // SAFETY: on the JS thread of `env`, with a function of that env.
+        match unsafe { js_loop::start(env.raw(), on_exit.raw(), watched.clone(), fd) } {
+            Ok(loop_ref) => {
+                return Ok(NativeChild {
+                    watched,
+                    identity,
+                    backend: Backend::PidfdLoop,
+                    delivery: Delivery::Loop(loop_ref),
+                    pipes: Mutex::new(child.pipes),
+                });
             }
-        };
-    Ok(NativeChild {
-        watched,
-        identity,
-        backend,
-        callback,
-        pipes: Mutex::new(child.pipes),
-    })
+            Err(fd) => pidfd = Some(fd),
+        }
+    }
+    let started = threadsafe_delivery(&on_exit).and_then(|(callback, deliver)| {
+        exit_watch::watch(&watched, pidfd, deliver)
+            .map(|backend| (callback, backend))
+            .map_err(|e| io_err(&e, "spawn watcher"))
+    });
+    match started {
+        Ok((callback, backend)) => Ok(NativeChild {
+            watched,
+            identity,
+            backend,
+            delivery: Delivery::Threadsafe(callback),
+            pipes: Mutex::new(child.pipes),
+        }),
+        Err(e) => {
+            // No watcher could be started: take the child down again so that
+            // nothing is left behind, and say why.
+            let _ = sys::kill(pid, Signal::KILL);
+            let _ = sys::waitid_pid(pid, libc::WEXITED);
+            Err(e)
+        }
+    }
 }
 
 // ---- stop ---------------------------------------------------------------------

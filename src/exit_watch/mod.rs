@@ -78,14 +78,29 @@ pub struct Watched {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
-    Pidfd,
+    /// pidfd polled by the JS thread's own event loop (`js_loop`).
+    PidfdLoop,
+    /// pidfd awaited by a task on napi's tokio runtime.
+    PidfdTokio,
+    /// A thread blocked in waitid.
     Fallback,
 }
 
-/// `PROCWARD_EXIT_WATCH=fallback` forces the fallback back-end (read once).
+fn forced() -> Option<&'static str> {
+    static FORCED: OnceLock<Option<String>> = OnceLock::new();
+    FORCED
+        .get_or_init(|| std::env::var("PROCWARD_EXIT_WATCH").ok())
+        .as_deref()
+}
+
+/// `PROCWARD_EXIT_WATCH=fallback` forces the waiter-thread back-end (read once).
 pub fn forced_fallback() -> bool {
-    static FORCED: OnceLock<bool> = OnceLock::new();
-    *FORCED.get_or_init(|| std::env::var("PROCWARD_EXIT_WATCH").is_ok_and(|v| v == "fallback"))
+    forced() == Some("fallback")
+}
+
+/// `PROCWARD_EXIT_WATCH=tokio` keeps pidfds off the JS loop (read once).
+pub fn forced_tokio() -> bool {
+    forced() == Some("tokio")
 }
 
 impl Watched {
@@ -155,10 +170,13 @@ impl Watched {
     }
 
     /// The exit was seen (`seen` is the WNOWAIT status, or None when the
-    /// child was reaped behind our back): sweep, reap, publish, call back.
-    fn finish(&self, seen: Option<WaitStatus>, on_exit: OnExit) {
+    /// child was reaped behind our back): sweep, reap, publish.
+    fn settle(&self, seen: Option<WaitStatus>) -> ExitStatus {
         let status = {
             let mut state = self.lock();
+            if let State::Reaped(status) = *state {
+                return status;
+            }
             let status = match seen {
                 Some(seen) => {
                     if self.sweep_group {
@@ -181,37 +199,58 @@ impl Watched {
             status
         };
         self.reaped.send_replace(Some(status));
-        on_exit(status);
+        status
+    }
+
+    fn finish(&self, seen: Option<WaitStatus>, on_exit: OnExit) {
+        on_exit(self.settle(seen));
+    }
+
+    /// For a driver that watches the pidfd itself (the JS thread's event
+    /// loop, see `js_loop`): call when the pidfd turns readable. `Some` once
+    /// the child has been swept and reaped; `None` if it has not exited.
+    pub fn try_settle(&self) -> Option<ExitStatus> {
+        match sys::waitid_pid(self.pid, libc::WEXITED | libc::WNOWAIT | libc::WNOHANG) {
+            Ok(WaitStatus::StillAlive) => None,
+            Ok(w) => Some(self.settle(Some(w))),
+            Err(_) => Some(self.settle(None)),
+        }
+    }
+
+    /// Hands a child whose driver is going away (a worker's event loop being
+    /// torn down) to a waiter thread, so it is still reaped and swept.
+    pub fn hand_over(self: &Arc<Self>, on_exit: OnExit) -> std::io::Result<()> {
+        fallback::start(self.clone(), on_exit)
     }
 }
 
-/// Starts watching a freshly spawned child. Call once per child, right
-/// after the spawn; `on_exit` runs (on a runtime or watcher thread) after
-/// the reap.
-pub fn watch(
-    pid: Pid,
-    pidfd: Option<OwnedFd>,
-    pgid: Option<Pid>,
-    sweep_group: bool,
-    on_exit: OnExit,
-) -> std::io::Result<(Arc<Watched>, Backend)> {
+/// A new child's shared state, before any back-end watches it.
+pub fn register(pid: Pid, pgid: Option<Pid>, sweep_group: bool) -> Arc<Watched> {
     let (tx, _) = watch::channel(None);
-    let watched = Arc::new(Watched {
+    Arc::new(Watched {
         pid,
         pgid,
         sweep_group,
         state: Mutex::new(State::Running),
         reaped: tx,
-    });
-    let backend = match pidfd {
+    })
+}
+
+/// Starts watching a freshly spawned child on a back-end of this module.
+/// `on_exit` runs (on a runtime or waiter thread) after the reap.
+pub fn watch(
+    watched: &Arc<Watched>,
+    pidfd: Option<OwnedFd>,
+    on_exit: OnExit,
+) -> std::io::Result<Backend> {
+    match pidfd {
         Some(fd) if !forced_fallback() => {
             linux::start(watched.clone(), fd, on_exit)?;
-            Backend::Pidfd
+            Ok(Backend::PidfdTokio)
         }
         _ => {
             fallback::start(watched.clone(), on_exit)?;
-            Backend::Fallback
+            Ok(Backend::Fallback)
         }
-    };
-    Ok((watched, backend))
+    }
 }

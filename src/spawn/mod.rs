@@ -1,12 +1,14 @@
 //! Building a child: resolving the program, preparing stdio, and creating
 //! the process on a dedicated spawner thread.
 //!
-//! Why a spawner thread: `PR_SET_PDEATHSIG` fires when the *thread* that
-//! created the child exits, not the process (Go's `Pdeathsig` users learned
-//! this the hard way). A child created from a Node worker thread would be
-//! killed when that worker ends, and one created from a short-lived thread
-//! at random. The spawner thread lives as long as the process, so the death
-//! signal means exactly "the supervisor is gone".
+//! Which thread creates the child: `PR_SET_PDEATHSIG` fires when the
+//! *thread* that created the child exits, not the process (Go's `Pdeathsig`
+//! users learned this the hard way). The JS main thread lives as long as the
+//! process, so it creates its children itself, with every signal blocked
+//! around the clone. A child created from a Node worker thread would be
+//! killed when that worker ends, so workers hand the clone to a spawner
+//! thread that lives as long as the process: for every child the death
+//! signal means exactly "the supervisor process is gone".
 //!
 //! Everything that can fail for the caller's reasons (bad path, missing cwd,
 //! unopenable stdio file) is checked or opened on the calling thread first;
@@ -367,43 +369,102 @@ fn block_all_signals() {
 /// and when it returns Err no process and no fd is left behind.
 pub fn spawn(cmd: &Command, want_pidfd: bool) -> Result<Child, SpawnError> {
     let (prep, pipes) = prepare(cmd)?;
-    let (tx, rx) = mpsc::sync_channel(1);
-    let job: Job = Box::new(move |stack: &mut [u8]| {
-        let mut res = linux::clone_exec(&prep, want_pidfd, stack);
-        if want_pidfd {
-            if let Err(SpawnError::Os {
-                err,
-                stage: Stage::Clone,
-            }) = &res
-            {
-                // Kernels before 5.2 reject CLONE_PIDFD with EINVAL, and a
-                // full fd table fails it with EMFILE/ENFILE; the caller then
-                // watches the exit without a pidfd (fallback back-end).
-                if matches!(
-                    err.raw_os_error(),
-                    Some(libc::EINVAL) | Some(libc::EMFILE) | Some(libc::ENFILE)
-                ) {
-                    res = linux::clone_exec(&prep, false, stack);
-                }
-            }
-        }
-        // The child's ends are closed here, on this side of the clone.
-        drop(prep);
-        let _ = tx.send(res);
-    });
-    spawner()?
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .send(job)
-        .map_err(|_| SpawnError::os(io::Error::other("spawner thread is gone"), Stage::Spawner))?;
-    let raw = rx.recv().map_err(|_| {
-        SpawnError::os(io::Error::other("spawner thread is gone"), Stage::Spawner)
-    })??;
+    let raw = if on_main_thread() {
+        // The main thread lives as long as the process, so it may create
+        // the child itself: no hop to the spawner thread and back.
+        MAIN_STACK.with(|stack| {
+            let mut stack = stack.borrow_mut();
+            let _blocked = SignalsBlocked::new();
+            clone_with_retry(&prep, want_pidfd, &mut stack)
+        })
+    } else {
+        on_spawner_thread(prep, want_pidfd)?
+    }?;
     Ok(Child {
         pid: raw.pid,
         pidfd: raw.pidfd,
         pipes,
     })
+}
+
+thread_local! {
+    static MAIN_STACK: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0u8; linux::CHILD_STACK]);
+}
+
+fn on_main_thread() -> bool {
+    // SAFETY: gettid and getpid take no arguments and cannot fail.
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) };
+    tid == libc::c_long::from(std::process::id() as i32)
+}
+
+/// Blocks every signal on this thread until dropped, so that none of the
+/// handlers installed here can run in the child before it resets them.
+struct SignalsBlocked(libc::sigset_t);
+
+impl SignalsBlocked {
+    fn new() -> SignalsBlocked {
+        // SAFETY: zeroed sigsets are valid storage for the calls below.
+        let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: fills the set we own.
+        unsafe { libc::sigfillset(&mut all) };
+        // SAFETY: changes only this thread's mask and saves the old one.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old) };
+        SignalsBlocked(old)
+    }
+}
+
+impl Drop for SignalsBlocked {
+    fn drop(&mut self) {
+        // SAFETY: restores the mask saved in `new`.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut()) };
+    }
+}
+
+fn clone_with_retry(
+    prep: &Prepared,
+    want_pidfd: bool,
+    stack: &mut [u8],
+) -> Result<linux::RawChild, SpawnError> {
+    let res = linux::clone_exec(prep, want_pidfd, stack);
+    match &res {
+        // Kernels before 5.2 reject CLONE_PIDFD with EINVAL, and a full fd
+        // table fails it with EMFILE/ENFILE; the caller then watches the
+        // exit without a pidfd (fallback back-end).
+        Err(SpawnError::Os {
+            err,
+            stage: Stage::Clone,
+        }) if want_pidfd
+            && matches!(
+                err.raw_os_error(),
+                Some(libc::EINVAL) | Some(libc::EMFILE) | Some(libc::ENFILE)
+            ) =>
+        {
+            linux::clone_exec(prep, false, stack)
+        }
+        _ => res,
+    }
+}
+
+fn on_spawner_thread(
+    prep: Prepared,
+    want_pidfd: bool,
+) -> Result<Result<linux::RawChild, SpawnError>, SpawnError> {
+    let (tx, rx) = mpsc::sync_channel(1);
+    let job: Job = Box::new(move |stack: &mut [u8]| {
+        let res = clone_with_retry(&prep, want_pidfd, stack);
+        // The child's ends are closed here, on this side of the clone.
+        drop(prep);
+        let _ = tx.send(res);
+    });
+    let gone = || SpawnError::os(io::Error::other("spawner thread is gone"), Stage::Spawner);
+    spawner()?
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .send(job)
+        .map_err(|_| gone())?;
+    rx.recv().map_err(|_| gone())
 }
 
 #[cfg(test)]

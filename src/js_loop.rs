@@ -1,0 +1,354 @@
+//! Exit delivery on the JS thread's own event loop (binding layer: it calls
+//! into JS).
+//!
+//! Why: the tokio back-end wakes a runtime thread when the pidfd turns
+//! readable, which then wakes the JS thread through a threadsafe function:
+//! two thread wake-ups between the kernel and the `'exit'` listener. Polling
+//! the pidfd with a `uv_poll_t` on the loop napi hands out
+//! (`napi_get_uv_event_loop`) makes it one, the same as `child_process`'s
+//! own SIGCHLD path: the loop's epoll returns, we sweep and reap on the JS
+//! thread (two `waitid`s and a `killpg`, microseconds), and call the
+//! listener through `napi_make_callback`, so promises settle at once.
+//!
+//! libuv's functions are looked up with `dlsym` in the running process (Node
+//! exports them to addons). A runtime without them (Bun, Deno) gets the
+//! tokio back-end instead, as does `PROCWARD_EXIT_WATCH=tokio`.
+//!
+//! Lifetimes. The poll handle and its state are owned by the loop, not by
+//! the JS object: a dropped or collected `SupervisedProcess` is still reaped.
+//! `unref()` is `uv_unref` on the handle. When the environment is torn down
+//! with the child still running (a worker that ends), its cleanup hook stops
+//! polling and hands the child to a waiter thread, which still reaps and
+//! sweeps it; the JS listener of a gone environment is simply not called.
+
+use std::ffi::{c_int, c_void, CStr};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::ptr;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use napi::bindgen_prelude::ToNapiValue;
+use napi::sys;
+
+use crate::exit_watch::{ExitStatus, Watched};
+
+const UV_POLL: c_int = 8; // uv_handle_type
+const UV_READABLE: c_int = 1;
+
+type PollCb = unsafe extern "C" fn(*mut c_void, c_int, c_int);
+type CloseCb = unsafe extern "C" fn(*mut c_void);
+type HandleSizeFn = unsafe extern "C" fn(c_int) -> usize;
+type PollInitFn = unsafe extern "C" fn(*mut c_void, *mut c_void, c_int) -> c_int;
+type PollStartFn = unsafe extern "C" fn(*mut c_void, c_int, PollCb) -> c_int;
+type HandleFn = unsafe extern "C" fn(*mut c_void) -> c_int;
+type CloseFn = unsafe extern "C" fn(*mut c_void, Option<CloseCb>);
+type RefFn = unsafe extern "C" fn(*mut c_void);
+
+struct Uv {
+    handle_size: HandleSizeFn,
+    poll_init: PollInitFn,
+    poll_start: PollStartFn,
+    poll_stop: HandleFn,
+    close: CloseFn,
+    ref_: RefFn,
+    unref: RefFn,
+}
+
+/// The function `name` of the running process, as the fn pointer type `F`.
+///
+/// # Safety
+/// `F` must be the fn pointer type of the C function called `name`.
+unsafe fn sym<F: Copy>(name: &CStr) -> Option<F> {
+    // SAFETY: dlsym with RTLD_DEFAULT searches the already loaded objects;
+    // the name is NUL-terminated.
+    let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+    if p.is_null() || std::mem::size_of::<F>() != std::mem::size_of::<*mut c_void>() {
+        return None;
+    }
+    // SAFETY: a non-null code address of the right size, and the caller
+    // vouches that `F` is its signature.
+    Some(unsafe { std::mem::transmute_copy::<*mut c_void, F>(&p) })
+}
+
+fn uv() -> Option<&'static Uv> {
+    static UV: OnceLock<Option<Uv>> = OnceLock::new();
+    UV.get_or_init(|| {
+        // SAFETY (each sym): the types are libuv's documented signatures.
+        Some(Uv {
+            handle_size: unsafe { sym::<HandleSizeFn>(c"uv_handle_size") }?,
+            poll_init: unsafe { sym::<PollInitFn>(c"uv_poll_init") }?,
+            poll_start: unsafe { sym::<PollStartFn>(c"uv_poll_start") }?,
+            poll_stop: unsafe { sym::<HandleFn>(c"uv_poll_stop") }?,
+            close: unsafe { sym::<CloseFn>(c"uv_close") }?,
+            ref_: unsafe { sym::<RefFn>(c"uv_ref") }?,
+            unref: unsafe { sym::<RefFn>(c"uv_unref") }?,
+        })
+    })
+    .as_ref()
+}
+
+/// Whether children can be watched on the JS loop in this process.
+pub fn available() -> bool {
+    !crate::exit_watch::forced_tokio() && !crate::exit_watch::forced_fallback() && uv().is_some()
+}
+
+/// The handle's address while it is open, shared with the JS object for
+/// ref/unref. Only touched on the JS thread; the Mutex makes it Send.
+#[derive(Clone, Default)]
+pub struct LoopRef(Arc<Mutex<Option<usize>>>);
+
+impl LoopRef {
+    /// `uv_ref`/`uv_unref` the poll handle; a no-op once it is closed.
+    pub fn set_ref(&self, on: bool) {
+        let (Some(uv), Some(handle)) = (uv(), *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+        else {
+            return;
+        };
+        let f = if on { uv.ref_ } else { uv.unref };
+        // SAFETY: the handle is open (the slot is cleared before uv_close)
+        // and we are on its loop's thread.
+        unsafe { f(handle as *mut c_void) }
+    }
+
+    fn clear(&self) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
+
+struct LoopWatch {
+    /// uv_poll_t storage (`uv_handle_size(UV_POLL)` bytes, 8-aligned). Its
+    /// first field, `data`, points back at this struct.
+    handle: Box<[u64]>,
+    env: sys::napi_env,
+    callback: sys::napi_ref,
+    async_ctx: sys::napi_async_context,
+    watched: Arc<Watched>,
+    /// Open while libuv polls it; closed right after `uv_poll_stop`, which
+    /// libuv allows, so the fd is gone by the time the listener runs.
+    pidfd: Option<OwnedFd>,
+    shared: LoopRef,
+    done: bool,
+}
+
+impl LoopWatch {
+    fn handle_ptr(&mut self) -> *mut c_void {
+        self.handle.as_mut_ptr().cast()
+    }
+}
+
+/// Starts polling `pidfd` on `env`'s loop. On failure the pidfd is handed
+/// back so the caller can use another back-end.
+///
+/// # Safety
+/// On the JS thread of `env`; `callback` is a function value of `env`.
+pub unsafe fn start(
+    env: sys::napi_env,
+    callback: sys::napi_value,
+    watched: Arc<Watched>,
+    pidfd: OwnedFd,
+) -> Result<LoopRef, OwnedFd> {
+    let Some(uv) = uv() else { return Err(pidfd) };
+    let mut uv_loop = ptr::null_mut();
+    // SAFETY: env is valid on this thread (caller's contract).
+    if unsafe { sys::napi_get_uv_event_loop(env, &mut uv_loop) } != sys::Status::napi_ok
+        || uv_loop.is_null()
+    {
+        return Err(pidfd);
+    }
+    let mut cb_ref = ptr::null_mut();
+    // SAFETY: a strong reference to the listener, deleted after the call.
+    if unsafe { sys::napi_create_reference(env, callback, 1, &mut cb_ref) } != sys::Status::napi_ok
+    {
+        return Err(pidfd);
+    }
+    let mut name = ptr::null_mut();
+    let label = c"procward.exit";
+    let mut async_ctx = ptr::null_mut();
+    // SAFETY: creates a JS string on this env's thread.
+    let named = unsafe {
+        sys::napi_create_string_utf8(env, label.as_ptr(), label.count_bytes() as isize, &mut name)
+    } == sys::Status::napi_ok;
+    // SAFETY: an async context for napi_make_callback, named by `name`.
+    let ok = named
+        && unsafe { sys::napi_async_init(env, ptr::null_mut(), name, &mut async_ctx) }
+            == sys::Status::napi_ok;
+    if !ok {
+        // SAFETY: deleting the reference we just created.
+        unsafe { sys::napi_delete_reference(env, cb_ref) };
+        return Err(pidfd);
+    }
+    // SAFETY: uv_handle_size is a pure query.
+    let size = unsafe { (uv.handle_size)(UV_POLL) };
+    let words = size.div_ceil(8);
+    let shared = LoopRef::default();
+    let watch = Box::into_raw(Box::new(LoopWatch {
+        handle: vec![0u64; words].into_boxed_slice(),
+        env,
+        callback: cb_ref,
+        async_ctx,
+        watched,
+        pidfd: Some(pidfd),
+        shared: shared.clone(),
+        done: false,
+    }));
+    // SAFETY: `watch` is a fresh, uniquely owned allocation.
+    let w = unsafe { &mut *watch };
+    let handle = w.handle_ptr();
+    let fd = w.pidfd.as_ref().map_or(-1, |fd| fd.as_raw_fd());
+    // SAFETY: a zeroed handle of libuv's size on the JS thread's loop; the
+    // fd stays open until the close callback.
+    let rc = unsafe { (uv.poll_init)(uv_loop.cast(), handle, fd) };
+    if rc != 0 {
+        // SAFETY: nothing refers to the allocation yet; take it back.
+        let mut w = unsafe { Box::from_raw(watch) };
+        release_js(&w);
+        return w.pidfd.take().map_or(Ok(shared), Err);
+    }
+    // SAFETY: `data` is the first field of every uv handle.
+    unsafe { *(handle as *mut *mut c_void) = watch.cast() };
+    // SAFETY: the handle was initialised; on_readable matches uv_poll_cb.
+    if unsafe { (uv.poll_start)(handle, UV_READABLE, on_readable) } != 0 {
+        // An initialised handle must be closed, not freed. The caller gets a
+        // duplicate of the pidfd for another back-end.
+        if let Some(Ok(dup)) = w.pidfd.as_ref().map(|fd| fd.try_clone()) {
+            w.done = true;
+            release_js(w);
+            close(w);
+            return Err(dup);
+        }
+        finish_without_js(w);
+        return Ok(shared);
+    }
+    *shared.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle as usize);
+    // SAFETY: registered on the same env; removed when the watch ends.
+    unsafe { sys::napi_add_env_cleanup_hook(env, Some(on_env_teardown), watch.cast()) };
+    Ok(shared)
+}
+
+unsafe extern "C" fn on_readable(handle: *mut c_void, _status: c_int, _events: c_int) {
+    // SAFETY: `data` was set to our LoopWatch, alive until on_closed.
+    let w = unsafe { &mut **(handle as *mut *mut LoopWatch) };
+    if w.done {
+        return;
+    }
+    // A spurious wake-up (or an error event) with the child still running:
+    // keep polling.
+    let Some(status) = w.watched.try_settle() else {
+        return;
+    };
+    w.done = true;
+    let env = w.env;
+    // SAFETY: same env and argument as at registration.
+    unsafe {
+        sys::napi_remove_env_cleanup_hook(env, Some(on_env_teardown), (w as *mut LoopWatch).cast())
+    };
+    close(w);
+    // SAFETY: on the JS thread, inside the loop, outside any JS frame.
+    unsafe { call_listener(env, w.callback, w.async_ctx, status) };
+    release_js(w);
+}
+
+/// Stops polling and closes the handle; the allocation is freed in
+/// `on_closed`, which libuv calls on a later loop iteration.
+fn close(w: &mut LoopWatch) {
+    w.shared.clear();
+    let Some(uv) = uv() else { return };
+    let handle = w.handle_ptr();
+    // SAFETY: an initialised handle of this loop.
+    unsafe { (uv.poll_stop)(handle) };
+    // SAFETY: closed exactly once (callers set `done` first); libuv allows
+    // closing the polled fd right after this.
+    unsafe { (uv.close)(handle, Some(on_closed)) };
+    w.pidfd = None;
+}
+
+unsafe extern "C" fn on_closed(handle: *mut c_void) {
+    // SAFETY: `data` points at the Box we leaked in `start`; libuv is done
+    // with the handle, so this is the last use.
+    drop(unsafe { Box::from_raw(*(handle as *mut *mut LoopWatch)) });
+}
+
+/// Releases the listener reference and the async context (JS thread).
+fn release_js(w: &LoopWatch) {
+    // SAFETY: created in `start` on this env; every path releases it once.
+    unsafe { sys::napi_async_destroy(w.env, w.async_ctx) };
+    // SAFETY: as above.
+    unsafe { sys::napi_delete_reference(w.env, w.callback) };
+}
+
+/// The loop can no longer watch this child: a waiter thread takes over the
+/// reap, and the listener is released without being called.
+fn finish_without_js(w: &mut LoopWatch) {
+    w.done = true;
+    let _ = w.watched.hand_over(Box::new(|_| {}));
+    release_js(w);
+    close(w);
+}
+
+unsafe extern "C" fn on_env_teardown(arg: *mut c_void) {
+    // SAFETY: registered with our LoopWatch, still alive (the hook is removed
+    // before the watch is closed).
+    let w = unsafe { &mut *(arg as *mut LoopWatch) };
+    if !w.done {
+        finish_without_js(w);
+    }
+}
+
+/// Calls the `'exit'` listener like any event callback: in a handle scope,
+/// through napi_make_callback (so microtasks run), with an exception thrown
+/// by the listener reported as uncaught.
+unsafe fn call_listener(
+    env: sys::napi_env,
+    callback: sys::napi_ref,
+    ctx: sys::napi_async_context,
+    status: ExitStatus,
+) {
+    let mut scope = ptr::null_mut();
+    // SAFETY: on the JS thread of env.
+    if unsafe { sys::napi_open_handle_scope(env, &mut scope) } != sys::Status::napi_ok {
+        return;
+    }
+    // SAFETY: in the scope just opened, on env's thread.
+    unsafe { invoke(env, callback, ctx, status) };
+    // SAFETY: closing the scope opened above.
+    unsafe { sys::napi_close_handle_scope(env, scope) };
+}
+
+/// The body of [`call_listener`], inside its handle scope.
+///
+/// # Safety
+/// On env's JS thread, inside an open handle scope.
+unsafe fn invoke(
+    env: sys::napi_env,
+    callback: sys::napi_ref,
+    ctx: sys::napi_async_context,
+    status: ExitStatus,
+) {
+    let ok = sys::Status::napi_ok;
+    let mut func = ptr::null_mut();
+    // SAFETY: the reference is alive until this watch releases it.
+    if unsafe { sys::napi_get_reference_value(env, callback, &mut func) } != ok || func.is_null() {
+        return;
+    }
+    // napi_make_callback needs an object as receiver: the global object.
+    let mut recv = ptr::null_mut();
+    // SAFETY: plain getter on env's thread.
+    if unsafe { sys::napi_get_global(env, &mut recv) } != ok {
+        return;
+    }
+    // SAFETY: converts a plain struct to a JS object in this scope.
+    let Ok(arg) = (unsafe { crate::NativeExitInfo::to_napi_value(env, crate::exit_info(status)) })
+    else {
+        return;
+    };
+    let mut result = ptr::null_mut();
+    // SAFETY: a function value, one argument, our async context.
+    let rc = unsafe { sys::napi_make_callback(env, ctx, recv, func, 1, &arg, &mut result) };
+    if rc == sys::Status::napi_pending_exception {
+        let mut err = ptr::null_mut();
+        // SAFETY: takes the exception the listener threw...
+        unsafe { sys::napi_get_and_clear_last_exception(env, &mut err) };
+        // SAFETY: ...and reports it as uncaught, as Node does for a throwing
+        // event listener.
+        unsafe { sys::napi_fatal_exception(env, err) };
+    }
+}
