@@ -287,6 +287,18 @@ describe('the child starts clean', () => {
     expect(out.trim().split('\n').map(Number)).toEqual([0, 1, 2, 3])
   })
 
+  it('keeps pipe ends out of every other child, ours and child_process ones', async () => {
+    // cat sees EOF only if no other process holds the write end of its stdin.
+    const holder = sup('cat', [], { stdio: ['pipe', 'pipe', 'inherit'] })
+    const ours = sup('sleep', ['100'], { stdio: ['pipe', 'pipe', 'pipe'] })
+    const theirs = others.spawn('sleep', ['100'], { stdio: 'ignore' })
+    holder.stdin?.end('x')
+    expect(await readAll(holder.stdout)).toBe('x')
+    expect((await holder.exited).code).toBe(0)
+    expect(ours.exitInfo).toBeNull()
+    expect(theirs.exitCode).toBeNull()
+  })
+
   it('passes args, env and cwd exactly', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'procward-'))
     try {

@@ -18,8 +18,8 @@
 //!   WNOWAIT)`. Used when no pidfd could be had (ENOSYS before Linux 5.3,
 //!   EMFILE), when registering it failed, or when `PROCWARD_EXIT_WATCH=fallback`
 //!   is set at load (the test suite runs through it that way).
-//! - macOS would use kqueue `EVFILT_PROC`/`NOTE_EXIT` in the same place; it
-//!   is not written yet (see README).
+//! - macOS: kqueue `EVFILT_PROC`/`NOTE_EXIT` ([`macos`]), written on this
+//!   seam but not compiled here (see README).
 //!
 //! The watcher owns everything it needs (`Arc<Watched>`), so a JS handle
 //! that is dropped, collected or `unref()`ed never leaves a zombie.
@@ -28,6 +28,8 @@
 mod fallback;
 #[cfg(target_os = "linux")]
 mod linux;
+#[cfg(target_os = "macos")]
+mod macos;
 
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
