@@ -4,6 +4,8 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { afterEach, expect } from 'vitest'
+import { getProcessInfo, type SupervisedProcess, spawnSupervised } from '../index.js'
 
 export const FIXTURES = join(__dirname, 'fixtures')
 export const isRoot = process.getuid?.() === 0
@@ -170,4 +172,70 @@ export async function spawnOnPid(
     await new Promise((r) => child.once('exit', r))
   }
   throw new Error(`could not get pid ${pid} after 200 attempts`)
+}
+
+/** Tracks supervised children so every test can stop what it started. */
+export class Supervised {
+  private readonly started: SupervisedProcess[] = []
+
+  spawn(...args: Parameters<typeof spawnSupervised>): SupervisedProcess {
+    const p = spawnSupervised(...args)
+    this.started.push(p)
+    return p
+  }
+
+  async cleanup(): Promise<void> {
+    for (const p of this.started.splice(0)) {
+      if (p.exitInfo === null) await p.stop({ signal: 'SIGKILL', killTimeoutMs: 5000 })
+    }
+  }
+}
+
+/** First line a supervised child prints on its 'pipe' stdout. */
+export function firstLineOf(p: SupervisedProcess): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let buf = ''
+    const onData = (d: Buffer) => {
+      buf += String(d)
+      const nl = buf.indexOf('\n')
+      if (nl >= 0) {
+        p.stdout?.off('data', onData)
+        resolve(buf.slice(0, nl))
+      }
+    }
+    p.stdout?.on('data', onData)
+    p.exited.then(() => reject(new Error(`exited before a line: ${JSON.stringify(buf)}`)))
+  })
+}
+
+/**
+ * Starts a sleeper, notes its identity, kills it, and puts a new sleeper on
+ * the very same pid at once (root only; see spawnOnPid). No delay: the
+ * newcomer may start within the same clock tick as the old process.
+ */
+export async function reusePid(
+  tracker: Spawned,
+): Promise<{ pid: number; oldIdentity: string; newcomer: ChildProcess }> {
+  const first = tracker.spawn('sleep', ['100'])
+  const pid = first.pid as number
+  const oldIdentity = getProcessInfo(pid)?.identity as string
+  first.kill('SIGKILL')
+  await new Promise((r) => first.once('exit', r))
+  const newcomer = await spawnOnPid(tracker, pid, 'sleep', ['100'])
+  return { pid, oldIdentity, newcomer }
+}
+
+/**
+ * Per test file: trackers for supervised and child_process children, stopped
+ * after every test, which must then leave no zombie child behind.
+ */
+export function trackProcesses(): { sup: Supervised['spawn']; others: Spawned } {
+  const supervised = new Supervised()
+  const others = new Spawned()
+  afterEach(async () => {
+    await supervised.cleanup()
+    await others.cleanup()
+    expect(zombieChildren()).toEqual([])
+  })
+  return { sup: supervised.spawn.bind(supervised), others }
 }

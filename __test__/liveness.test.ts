@@ -1,24 +1,10 @@
 import { execFileSync } from 'node:child_process'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { getProcessInfo, isProcessRunning } from '../index.js'
-import {
-  FIXTURES,
-  firstLine,
-  isRoot,
-  killZeroSaysAlive,
-  procState,
-  Spawned,
-  spawnOnPid,
-  waitFor,
-  zombieChildren,
-} from './helpers'
+import { FIXTURES, firstLine, isRoot, killZeroSaysAlive, procState, reusePid, trackProcesses, waitFor } from './helpers'
 
-const spawned = new Spawned()
-afterEach(async () => {
-  await spawned.cleanup()
-  expect(zombieChildren()).toEqual([])
-})
+const { others: spawned } = trackProcesses()
 
 describe('isProcessRunning', () => {
   it('is true for this process and for a live child', async () => {
@@ -203,14 +189,7 @@ describe('identity', () => {
 
   it('tells a reused pid apart (pid reuse forced through ns_last_pid)', async (ctx) => {
     if (!isRoot) return ctx.skip('forcing pid reuse needs root (/proc/sys/kernel/ns_last_pid)')
-    const first = spawned.spawn('sleep', ['100'])
-    const pid = first.pid as number
-    const oldIdentity = getProcessInfo(pid)?.identity as string
-    first.kill('SIGKILL')
-    await new Promise((r) => first.once('exit', r))
-    // No delay: the newcomer may start within the same clock tick as the
-    // old process, which start time alone could not tell apart.
-    const second = await spawnOnPid(spawned, pid, 'sleep', ['100'])
+    const { pid, oldIdentity, newcomer: second } = await reusePid(spawned)
     expect(second.pid).toBe(pid)
     expect(isProcessRunning(pid)).toBe(true)
     expect(isProcessRunning(pid, oldIdentity)).toBe(false)

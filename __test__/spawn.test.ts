@@ -4,16 +4,17 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { Worker } from 'node:worker_threads'
-import { afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { getProcessInfo, isProcessRunning, type SupervisedProcess, spawnSupervised } from '../index.js'
+import { beforeAll, describe, expect, it } from 'vitest'
+import { getProcessInfo, isProcessRunning, spawnSupervised } from '../index.js'
 import {
   aliveInProcTable,
   childrenOf,
   FIXTURES,
+  firstLineOf,
   openFds,
   procState,
-  Spawned,
   sleep,
+  trackProcesses,
   waitFor,
   zombieChildren,
 } from './helpers'
@@ -22,43 +23,13 @@ const PROCWARD = join(__dirname, '..', 'index.js')
 const run = promisify(execFile)
 const EXPECTED_WATCH = { fallback: 'fallback', tokio: 'pidfd-tokio' }[process.env.PROCWARD_EXIT_WATCH ?? ''] ?? 'pidfd'
 
-const started: SupervisedProcess[] = []
-const others = new Spawned()
-function sup(...args: Parameters<typeof spawnSupervised>): SupervisedProcess {
-  const p = spawnSupervised(...args)
-  started.push(p)
-  return p
-}
-
-afterEach(async () => {
-  for (const p of started.splice(0)) {
-    if (p.exitInfo === null) await p.stop({ signal: 'SIGKILL', killTimeoutMs: 5000 })
-  }
-  await others.cleanup()
-  expect(zombieChildren()).toEqual([])
-})
+const { sup, others } = trackProcesses()
 
 async function readAll(stream: NodeJS.ReadableStream | null): Promise<string> {
   if (!stream) throw new Error('no stream')
   let out = ''
   for await (const chunk of stream) out += String(chunk)
   return out
-}
-
-function firstLineOf(p: SupervisedProcess): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let buf = ''
-    const onData = (d: Buffer) => {
-      buf += String(d)
-      const nl = buf.indexOf('\n')
-      if (nl >= 0) {
-        p.stdout?.off('data', onData)
-        resolve(buf.slice(0, nl))
-      }
-    }
-    p.stdout?.on('data', onData)
-    p.exited.then(() => reject(new Error(`exited before a line: ${JSON.stringify(buf)}`)))
-  })
 }
 
 describe('exit = reap', () => {

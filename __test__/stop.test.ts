@@ -2,54 +2,24 @@ import { execFile } from 'node:child_process'
 import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
-import { afterEach, describe, expect, it } from 'vitest'
-import { getProcessInfo, type SupervisedProcess, spawnSupervised, stopSupervisedProcess } from '../index.js'
+import { describe, expect, it } from 'vitest'
+import { getProcessInfo, stopSupervisedProcess } from '../index.js'
 import {
   aliveInProcTable,
   FIXTURES,
   firstLine,
+  firstLineOf,
   isRoot,
   procState,
-  Spawned,
-  spawnOnPid,
+  reusePid,
+  trackProcesses,
   waitFor,
-  zombieChildren,
 } from './helpers'
 
 const PROCWARD = join(__dirname, '..', 'index.js')
 const run = promisify(execFile)
 
-const started: SupervisedProcess[] = []
-const others = new Spawned()
-function sup(...args: Parameters<typeof spawnSupervised>): SupervisedProcess {
-  const p = spawnSupervised(...args)
-  started.push(p)
-  return p
-}
-
-afterEach(async () => {
-  for (const p of started.splice(0)) {
-    if (p.exitInfo === null) await p.stop({ signal: 'SIGKILL', killTimeoutMs: 5000 })
-  }
-  await others.cleanup()
-  expect(zombieChildren()).toEqual([])
-})
-
-function firstLineOf(p: SupervisedProcess): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let buf = ''
-    const onData = (d: Buffer) => {
-      buf += String(d)
-      const nl = buf.indexOf('\n')
-      if (nl >= 0) {
-        p.stdout?.off('data', onData)
-        resolve(buf.slice(0, nl))
-      }
-    }
-    p.stdout?.on('data', onData)
-    p.exited.then(() => reject(new Error(`exited before a line: ${JSON.stringify(buf)}`)))
-  })
-}
+const { sup, others } = trackProcesses()
 
 /** A bare pid: a daemon in its own session, nobody's child but PID 1's. */
 async function daemon(mode: 'cooperative' | 'stubborn'): Promise<number> {
@@ -257,12 +227,7 @@ describe('bare pids', () => {
 
   it('never reaches a newcomer on a reused pid (pid reuse forced through ns_last_pid)', async (ctx) => {
     if (!isRoot) return ctx.skip('forcing pid reuse needs root (/proc/sys/kernel/ns_last_pid)')
-    const first = others.spawn('sleep', ['100'])
-    const pid = first.pid as number
-    const identity = getProcessInfo(pid)?.identity as string
-    first.kill('SIGKILL')
-    await new Promise((r) => first.once('exit', r))
-    const newcomer = await spawnOnPid(others, pid, 'sleep', ['100'])
+    const { pid, oldIdentity: identity, newcomer } = await reusePid(others)
     expect(newcomer.pid).toBe(pid)
     const r = await stopSupervisedProcess(pid, { identity, graceMs: 100, killTimeoutMs: 100 })
     expect(r).toMatchObject({ outcome: 'already-exited', signals: [] })
