@@ -50,6 +50,18 @@ describe('exit = reap', () => {
     expect(isProcessRunning(p.pid)).toBe(false)
   })
 
+  it('reaps while the event loop is blocked, and delivers the exit once it runs', async () => {
+    const p = sup('sh', ['-c', 'exit 3'])
+    // Block this thread (no await) and watch the process table: the reap
+    // must not wait for the event loop, unlike child_process's.
+    const deadline = Date.now() + 5000
+    let state = procState(p.pid)
+    while (state !== null && Date.now() < deadline) state = procState(p.pid)
+    expect(state).toBeNull()
+    expect(p.exitInfo).toEqual({ pid: p.pid, code: 3, signal: null })
+    expect(await p.exited).toEqual({ pid: p.pid, code: 3, signal: null })
+  })
+
   it('reports an external SIGKILL, and leaves no zombie', async () => {
     const p = sup('sleep', ['100'])
     expect(p.exitInfo).toBeNull()

@@ -14,12 +14,18 @@
 //! exports them to addons). A runtime without them (Bun, Deno) gets the
 //! tokio back-end instead, as does `PROCWARD_EXIT_WATCH=tokio`.
 //!
+//! The loop delivers; it is not the only reaper. A native watcher (tokio, or
+//! a waiter thread) watches a duplicate of the same pidfd, so the child is
+//! swept and reaped at once even while the JS thread is blocked; whichever
+//! side sees the exit first settles it, under one lock, and the other finds
+//! it settled. The JS side only adds the direct wake-up of the listener.
+//!
 //! Lifetimes. The poll handle and its state are owned by the loop, not by
 //! the JS object: a dropped or collected `SupervisedProcess` is still reaped.
 //! `unref()` is `uv_unref` on the handle. When the environment is torn down
 //! with the child still running (a worker that ends), its cleanup hook stops
-//! polling and hands the child to a waiter thread, which still reaps and
-//! sweeps it; the JS listener of a gone environment is simply not called.
+//! polling and releases the listener without calling it; the native watcher
+//! still reaps and sweeps the child.
 
 use std::ffi::{c_int, c_void, CStr};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -207,16 +213,14 @@ pub unsafe fn start(
     unsafe { *(handle as *mut *mut c_void) = watch.cast() };
     // SAFETY: the handle was initialised; on_readable matches uv_poll_cb.
     if unsafe { (uv.poll_start)(handle, UV_READABLE, on_readable) } != 0 {
-        // An initialised handle must be closed, not freed. The caller gets a
-        // duplicate of the pidfd for another back-end.
-        if let Some(Ok(dup)) = w.pidfd.as_ref().map(|fd| fd.try_clone()) {
-            w.done = true;
-            release_js(w);
-            close(w);
-            return Err(dup);
-        }
-        finish_without_js(w);
-        return Ok(shared);
+        // An initialised handle must be closed, not freed; the pidfd goes
+        // back to the caller for another back-end (libuv never added it to
+        // its epoll set, and closing the handle only removes it from there).
+        w.done = true;
+        release_js(w);
+        let fd = w.pidfd.take();
+        close(w);
+        return fd.map_or(Ok(shared), Err);
     }
     *shared.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle as usize);
     // SAFETY: registered on the same env; removed when the watch ends.
@@ -275,11 +279,11 @@ fn release_js(w: &LoopWatch) {
     unsafe { sys::napi_delete_reference(w.env, w.callback) };
 }
 
-/// The loop can no longer watch this child: a waiter thread takes over the
-/// reap, and the listener is released without being called.
+/// The environment is going away with the child still running: stop
+/// polling and release the listener without calling it. The native watcher
+/// started beside this one still sweeps and reaps the child.
 fn finish_without_js(w: &mut LoopWatch) {
     w.done = true;
-    let _ = w.watched.hand_over(Box::new(|_| {}));
     release_js(w);
     close(w);
 }

@@ -368,8 +368,20 @@ pub fn spawn_supervised(
     let mut pidfd = child.pidfd;
     if let Some(fd) = pidfd.take_if(|_| js_loop::available()) {
         // SAFETY: on the JS thread of `env`, with a function of that env.
+        // The loop only *delivers* the exit. The reap must never wait for
+        // the JS thread (a blocked loop would leave a zombie, the very bug of
+        // child_process this library ends), so a native watcher on a
+        // duplicate of the pidfd settles the child as well; whichever sees
+        // the exit first sweeps and reaps, under one lock. Without a spare
+        // fd the native side is a waiter thread.
+        let native_fd = fd.try_clone().ok();
         match unsafe { js_loop::start(env.raw(), on_exit.raw(), watched.clone(), fd) } {
             Ok(loop_ref) => {
+                if let Err(e) = exit_watch::watch(&watched, native_fd, Box::new(|_| {})) {
+                    // Still reaped, by the loop alone; say nothing louder:
+                    // only a failed thread spawn gets here.
+                    let _ = e;
+                }
                 return Ok(NativeChild {
                     watched,
                     identity,

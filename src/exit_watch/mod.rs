@@ -218,12 +218,6 @@ impl Watched {
             Err(_) => Some(self.settle(None)),
         }
     }
-
-    /// Hands a child whose driver is going away (a worker's event loop being
-    /// torn down) to a waiter thread, so it is still reaped and swept.
-    pub fn hand_over(self: &Arc<Self>, on_exit: OnExit) -> std::io::Result<()> {
-        fallback::start(self.clone(), on_exit)
-    }
 }
 
 /// A new child's shared state, before any back-end watches it.
