@@ -11,6 +11,11 @@ const validate = require('./validate')
 
 const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')
 
+// The exit may be watched on the JS thread's own libuv loop only in Node
+// itself: Bun (and Deno) export libuv's symbols as aborting stubs, so the
+// native side cannot tell by looking them up.
+const IS_NODE = typeof process.versions.node === 'string' && !process.versions.bun && !process.versions.deno
+
 const STOP_DEFAULTS = Object.freeze({ signal: 'SIGTERM', graceMs: 5000, killTimeoutMs: 2000 })
 
 function abortError(signal) {
@@ -111,6 +116,7 @@ function nativeSpawnOptions(options) {
       processGroup,
       killGroupOnExit: processGroup && killGroupOnExit,
       deathSignal,
+      useLoop: IS_NODE,
     },
     stopDefaults: { ...STOP_DEFAULTS, ...(o.stop ?? {}) },
     abortSignal: o.signal,

@@ -11,8 +11,10 @@
 //! listener through `napi_make_callback`, so promises settle at once.
 //!
 //! libuv's functions are looked up with `dlsym` in the running process (Node
-//! exports them to addons). A runtime without them (Bun, Deno) gets the
-//! tokio back-end instead, as does `PROCWARD_EXIT_WATCH=tokio`.
+//! exports them to addons). Finding them is not enough: Bun exports every
+//! `uv_*` symbol as a stub that aborts the process, so the JS side allows
+//! this back-end only under Node (`use_loop`); elsewhere, and with
+//! `PROCWARD_EXIT_WATCH=tokio`, the tokio back-end serves.
 //!
 //! The loop delivers; it is not the only reaper. A native watcher (tokio, or
 //! a waiter thread) watches a duplicate of the same pidfd, so the child is

@@ -110,6 +110,10 @@ pub struct NativeSpawnOptions {
     pub kill_group_on_exit: bool,
     /// 0: none.
     pub death_signal: i32,
+    /// May the exit be watched on this thread's libuv loop? The JS side says
+    /// no outside Node: Bun exports every `uv_*` symbol as an aborting stub,
+    /// so finding the symbol proves nothing.
+    pub use_loop: bool,
 }
 
 #[napi(object)]
@@ -366,7 +370,7 @@ pub fn spawn_supervised(
     let watched = exit_watch::register(pid, pgid, options.kill_group_on_exit);
 
     let mut pidfd = child.pidfd;
-    if let Some(fd) = pidfd.take_if(|_| js_loop::available()) {
+    if let Some(fd) = pidfd.take_if(|_| options.use_loop && js_loop::available()) {
         // SAFETY: on the JS thread of `env`, with a function of that env.
         // The loop only *delivers* the exit. The reap must never wait for
         // the JS thread (a blocked loop would leave a zombie, the very bug of
