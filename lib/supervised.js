@@ -3,6 +3,7 @@
 // reap; this side only reports what it was told.
 
 const { EventEmitter } = require('node:events')
+const fs = require('node:fs')
 const net = require('node:net')
 const { isMainThread } = require('node:worker_threads')
 const native = require('../binding.js')
@@ -125,7 +126,10 @@ function nativeSpawnOptions(options) {
 
 function pipeStream(fd, n) {
   if (fd < 0) return null
-  return new net.Socket({ fd, readable: n !== 0, writable: n === 0 })
+  // Node: a non-blocking libuv pipe, as child_process uses. Bun's net.Socket
+  // cannot adopt an fd, and its fs streams read pipes without a threadpool.
+  if (IS_NODE) return new net.Socket({ fd, readable: n !== 0, writable: n === 0 })
+  return n === 0 ? fs.createWriteStream(null, { fd }) : fs.createReadStream(null, { fd })
 }
 
 class SupervisedProcess extends EventEmitter {

@@ -1,0 +1,43 @@
+// Smoke test under Bun (run by scripts/test.sh when Bun could be installed
+// from the npm registry): the tokio back-end, streams, stop, bare-pid stop,
+// liveness. Bun is not Node: the JS-loop back-end must stay off there.
+const assert = require('node:assert/strict')
+const { join } = require('node:path')
+const p = require(join(__dirname, '..', 'index.js'))
+
+async function main() {
+  const c = p.spawnSupervised('sh', ['-c', 'cat; echo err >&2; exit 3'], { stdio: 'pipe' })
+  assert.equal(c.exitWatch, 'pidfd-tokio')
+  assert.equal(c.identity, p.getProcessInfo(c.pid).identity)
+  let out = ''
+  let err = ''
+  c.stdout.on('data', (d) => (out += d))
+  c.stderr.on('data', (d) => (err += d))
+  c.stdin.end('hello')
+  const info = await c.exited
+  assert.deepEqual(info, { pid: c.pid, code: 3, signal: null })
+  assert.equal(p.isProcessRunning(c.pid), false)
+  await new Promise((r) => setTimeout(r, 50))
+  assert.equal(out, 'hello')
+  assert.equal(err, 'err\n')
+
+  const d = p.spawnSupervised('sleep', ['100'])
+  const r = await d.stop({ graceMs: 200 })
+  assert.equal(r.outcome, 'exited')
+  assert.deepEqual(r.signals, ['SIGTERM'])
+
+  const k = p.spawnSupervised('sleep', ['100'])
+  const identity = k.identity
+  assert.equal(p.isProcessRunning(k.pid, identity), true)
+  const r2 = await p.stopSupervisedProcess(k.pid, { identity, graceMs: 200 })
+  assert.equal(r2.outcome, 'exited')
+  await k.exited
+  assert.throws(() => p.isProcessRunning(0), RangeError)
+  await assert.rejects(p.stopSupervisedProcess(-1), RangeError)
+  console.log(`bun smoke: every check passed under Bun ${process.versions.bun}`)
+}
+
+main().catch((e) => {
+  console.error(e)
+  process.exit(1)
+})
