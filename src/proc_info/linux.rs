@@ -193,6 +193,9 @@ fn parse_stat(buf: &[u8]) -> io::Result<Stat> {
 /// opened first and pins the process; if it then reports an exit while stat
 /// shows a live process, the pid was reused in between and we read again.
 fn stat_and_identity(pid: Pid) -> Result<Option<(Stat, Identity)>, InfoError> {
+    if let Some(found) = stat_and_identity_cached(pid)? {
+        return Ok(Some(found));
+    }
     for _ in 0..3 {
         let pidfd = sys::pidfd_open(pid).ok();
         match stat_for(pid, pidfd.as_ref())? {
@@ -203,6 +206,30 @@ fn stat_and_identity(pid: Pid) -> Result<Option<(Stat, Identity)>, InfoError> {
     }
     // Three reuses of one pid in a few microseconds: treat as gone.
     Ok(None)
+}
+
+/// The same through the liveness cache: a live process holds its pid, so if
+/// its cached pidfd says "alive" both before and after the stat read, that
+/// stat is this process's. `None`: not decidable this way (not cached alive,
+/// no pidfs, or it exited meanwhile); the caller takes the slow path.
+fn stat_and_identity_cached(pid: Pid) -> Result<Option<(Stat, Identity)>, InfoError> {
+    let PidfdCheck::Alive(Some(inode)) = pidfd_check(pid, true) else {
+        return Ok(None);
+    };
+    let mut buf = [0u8; STAT_BUF];
+    let Some(n) = read_stat(pid, &mut buf).map_err(InfoError::Io)? else {
+        return Ok(None);
+    };
+    let st = parse_stat(&buf[..n]).map_err(InfoError::Io)?;
+    if !st.state.is_running() || !matches!(pidfd_check(pid, false), PidfdCheck::Alive(_)) {
+        return Ok(None);
+    }
+    let identity = Identity {
+        boot: boot_id().to_owned(),
+        start_time: st.start_time,
+        inode: Some(inode),
+    };
+    Ok(Some((st, identity)))
 }
 
 enum StatRead {
