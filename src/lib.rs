@@ -297,6 +297,10 @@ fn threadsafe_delivery(
     Ok((callback, deliver))
 }
 
+/// How long the native reaper leaves a child's exit to the JS loop before
+/// settling it itself (see `exit_watch::watch_beside_loop`).
+const LOOP_FIRST: Duration = Duration::from_millis(1);
+
 #[napi]
 pub fn spawn_supervised(
     env: Env,
@@ -381,7 +385,7 @@ pub fn spawn_supervised(
         let native_fd = fd.try_clone().ok();
         match unsafe { js_loop::start(env.raw(), on_exit.raw(), watched.clone(), fd) } {
             Ok(loop_ref) => {
-                if let Err(e) = exit_watch::watch(&watched, native_fd, Box::new(|_| {})) {
+                if let Err(e) = exit_watch::watch_beside_loop(&watched, native_fd, LOOP_FIRST) {
                     // Still reaped, by the loop alone; say nothing louder:
                     // only a failed thread spawn gets here.
                     let _ = e;

@@ -14,7 +14,15 @@ use tokio::io::Interest;
 use super::{fallback, OnExit, Watched};
 use crate::sys::{self, WaitStatus};
 
-pub fn start(watched: Arc<Watched>, pidfd: OwnedFd, on_exit: OnExit) -> std::io::Result<()> {
+/// `defer`: another driver (the JS loop) normally settles this child; wait
+/// that long after the exit before settling it here, so the two do not
+/// contend for the lock when the loop is free.
+pub fn start(
+    watched: Arc<Watched>,
+    pidfd: OwnedFd,
+    on_exit: OnExit,
+    defer: Option<std::time::Duration>,
+) -> std::io::Result<()> {
     let handle = crate::runtime::handle();
     handle.spawn(async move {
         // SAFETY: the OwnedFd is moved into the AsyncFd and stays open, and
@@ -45,6 +53,12 @@ pub fn start(watched: Arc<Watched>, pidfd: OwnedFd, on_exit: OnExit) -> std::io:
             }
         };
         drop(afd);
+        if let Some(delay) = defer {
+            tokio::time::sleep(delay).await;
+            if watched.exit_status().is_some() {
+                return; // the loop settled it
+            }
+        }
         watched.finish(seen, on_exit);
     });
     Ok(())

@@ -232,6 +232,20 @@ pub fn register(pid: Pid, pgid: Option<Pid>, sweep_group: bool) -> Arc<Watched> 
     })
 }
 
+/// The native reaper beside the JS loop (see `js_loop`): settles the child
+/// itself only if the loop has not done so within `defer` of the exit — at
+/// once when the loop is free, a millisecond later when it is blocked.
+pub fn watch_beside_loop(
+    watched: &Arc<Watched>,
+    pidfd: Option<OwnedFd>,
+    defer: std::time::Duration,
+) -> std::io::Result<()> {
+    match pidfd {
+        Some(fd) => linux::start(watched.clone(), fd, Box::new(|_| {}), Some(defer)),
+        None => fallback::start(watched.clone(), Box::new(|_| {})),
+    }
+}
+
 /// Starts watching a freshly spawned child on a back-end of this module.
 /// `on_exit` runs (on a runtime or waiter thread) after the reap.
 pub fn watch(
@@ -241,7 +255,7 @@ pub fn watch(
 ) -> std::io::Result<Backend> {
     match pidfd {
         Some(fd) if !forced_fallback() => {
-            linux::start(watched.clone(), fd, on_exit)?;
+            linux::start(watched.clone(), fd, on_exit, None)?;
             Ok(Backend::PidfdTokio)
         }
         _ => {

@@ -192,9 +192,12 @@ fn parse_stat(buf: &[u8]) -> io::Result<Stat> {
 /// Stat + identity, read so that both describe the same process: the pidfd is
 /// opened first and pins the process; if it then reports an exit while stat
 /// shows a live process, the pid was reused in between and we read again.
-fn stat_and_identity(pid: Pid) -> Result<Option<(Stat, Identity)>, InfoError> {
-    if let Some(found) = stat_and_identity_cached(pid)? {
-        return Ok(Some(found));
+/// `use_cache`: go through the liveness pidfd cache first (and fill it).
+fn stat_and_identity(pid: Pid, use_cache: bool) -> Result<Option<(Stat, Identity)>, InfoError> {
+    if use_cache {
+        if let Some(found) = stat_and_identity_cached(pid)? {
+            return Ok(Some(found));
+        }
     }
     for _ in 0..3 {
         let pidfd = sys::pidfd_open(pid).ok();
@@ -308,18 +311,22 @@ fn pidfs_inode(fd: &OwnedFd) -> Option<u64> {
 }
 
 pub fn process_info(pid: Pid) -> Result<Option<ProcessInfo>, InfoError> {
-    Ok(stat_and_identity(pid)?.map(|(st, identity)| ProcessInfo {
-        pid: st.pid,
-        ppid: st.ppid,
-        pgid: st.pgid,
-        state: st.state,
-        identity,
-        name: st.name,
-    }))
+    Ok(
+        stat_and_identity(pid, true)?.map(|(st, identity)| ProcessInfo {
+            pid: st.pid,
+            ppid: st.ppid,
+            pgid: st.pgid,
+            state: st.state,
+            identity,
+            name: st.name,
+        }),
+    )
 }
 
+/// Not through the cache: this serves a freshly spawned child, whose pidfd
+/// is not worth a slot.
 pub fn identity_of(pid: Pid) -> Result<Option<Identity>, InfoError> {
-    Ok(stat_and_identity(pid)?.map(|(_, id)| id))
+    Ok(stat_and_identity(pid, false)?.map(|(_, id)| id))
 }
 
 /// Running, and still the process `identity` was taken from.
@@ -339,7 +346,7 @@ pub fn is_running_as(pid: Pid, identity: &str) -> Result<bool, InfoError> {
             PidfdCheck::Alive(None) | PidfdCheck::Unavailable => {}
         }
     }
-    match stat_and_identity(pid)? {
+    match stat_and_identity(pid, true)? {
         Some((st, current)) => Ok(st.state.is_running() && current.same_process(&wanted)),
         None => Ok(false),
     }
