@@ -17,10 +17,10 @@
 //! `PROCWARD_EXIT_WATCH=tokio`, the tokio back-end serves.
 //!
 //! The loop delivers; it is not the only reaper. A native watcher (tokio, or
-//! a waiter thread) watches a duplicate of the same pidfd, so the child is
-//! swept and reaped at once even while the JS thread is blocked; whichever
-//! side sees the exit first settles it, under one lock, and the other finds
-//! it settled. The JS side only adds the direct wake-up of the listener.
+//! a waiter thread) watches a duplicate of the same pidfd and settles the
+//! child itself if the loop has not within 1 ms of the exit, so a blocked JS
+//! thread never leaves a zombie. Settling happens once, under one lock; the
+//! other side finds it settled. The JS side adds the direct wake-up.
 //!
 //! Lifetimes. The poll handle and its state are owned by the loop, not by
 //! the JS object: a dropped or collected `SupervisedProcess` is still reaped.

@@ -375,21 +375,19 @@ pub fn spawn_supervised(
 
     let mut pidfd = child.pidfd;
     if let Some(fd) = pidfd.take_if(|_| options.use_loop && js_loop::available()) {
-        // SAFETY: on the JS thread of `env`, with a function of that env.
         // The loop only *delivers* the exit. The reap must never wait for
         // the JS thread (a blocked loop would leave a zombie, the very bug of
         // child_process this library ends), so a native watcher on a
-        // duplicate of the pidfd settles the child as well; whichever sees
-        // the exit first sweeps and reaps, under one lock. Without a spare
-        // fd the native side is a waiter thread.
+        // duplicate of the pidfd settles the child too if the loop has not
+        // within LOOP_FIRST; settling happens once, under one lock. Without
+        // a spare fd the native side is a waiter thread.
         let native_fd = fd.try_clone().ok();
+        // SAFETY: on the JS thread of `env`, with a function of that env.
         match unsafe { js_loop::start(env.raw(), on_exit.raw(), watched.clone(), fd) } {
             Ok(loop_ref) => {
-                if let Err(e) = exit_watch::watch_beside_loop(&watched, native_fd, LOOP_FIRST) {
-                    // Still reaped, by the loop alone; say nothing louder:
-                    // only a failed thread spawn gets here.
-                    let _ = e;
-                }
+                // An error here (a failed thread spawn) leaves the loop as
+                // the only reaper, which still reaps whenever the loop runs.
+                let _ = exit_watch::watch_beside_loop(&watched, native_fd, LOOP_FIRST);
                 return Ok(NativeChild {
                     watched,
                     identity,

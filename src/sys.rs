@@ -133,8 +133,10 @@ pub fn waitid_pid(pid: Pid, flags: libc::c_int) -> io::Result<WaitStatus> {
     }
     // SAFETY: zeroed and possibly filled by the kernel: initialised either way.
     let info = unsafe { info.assume_init() };
-    // SAFETY: reading the si_pid/si_status union members of a SIGCHLD siginfo.
-    let (si_pid, si_status) = unsafe { (info.si_pid(), info.si_status()) };
+    // SAFETY: reading the si_pid union member of a SIGCHLD siginfo.
+    let si_pid = unsafe { info.si_pid() };
+    // SAFETY: as above, si_status.
+    let si_status = unsafe { info.si_status() };
     if si_pid == 0 {
         return Ok(WaitStatus::StillAlive);
     }
