@@ -12,15 +12,22 @@ const { spawnSupervised } = require('../index.js')
 const fds = () => readdirSync('/proc/self/fd').length
 const threads = () => readdirSync('/proc/self/task').length
 
-async function scenario(n, start) {
+/** Memory after a full GC (`pnpm bench` runs node with --expose-gc). */
+function settledMemory() {
   globalThis.gc?.()
-  const rss0 = process.memoryUsage().rss
+  globalThis.gc?.()
+  const m = process.memoryUsage()
+  return { rss: m.rss, js: m.heapUsed + m.external }
+}
+
+async function scenario(n, start) {
+  const mem0 = settledMemory()
   const fd0 = fds()
   const th0 = threads()
   const kids = []
   for (let i = 0; i < n; i++) kids.push(start())
   await new Promise((r) => setTimeout(r, 200))
-  const rss1 = process.memoryUsage().rss
+  const mem1 = settledMemory()
   const fd1 = fds()
   const th1 = threads()
   const h = monitorEventLoopDelay({ resolution: 1 })
@@ -32,7 +39,8 @@ async function scenario(n, start) {
   await new Promise((r) => setTimeout(r, 50))
   h.disable()
   return {
-    'KiB RSS/child': fmt((rss1 - rss0) / 1024 / n, 1),
+    'KiB RSS/child': fmt((mem1.rss - mem0.rss) / 1024 / n, 1),
+    'KiB JS heap/child': fmt((mem1.js - mem0.js) / 1024 / n, 2),
     'fds/child': fmt((fd1 - fd0) / n, 2),
     'threads/child': fmt((th1 - th0) / n, 2),
     'all reaped ms': fmt(allMs, 0),
