@@ -115,15 +115,18 @@ say(`restarted: pid ${current.pid}, serving again: ${await waitServing()}`)
 say(`our children now: ${ourChildren().join(' ')} (pid:state — no Z)`)
 
 // ---- what child_process + kill(pid, 0) would have seen
-say('\n# the bug procward ends: a zombie looks alive to kill(pid, 0)')
+say('\n# the bugs procward ends: with the event loop blocked for 200 ms, two children exit')
 const cp = spawn('sh', ['-c', 'exit 0'], { stdio: 'ignore' })
+const ours = spawnSupervised('sh', ['-c', 'exit 0'], { stdio: 'ignore' })
 const t = Date.now()
 while (Date.now() - t < 200) {} // a busy event loop: libuv cannot reap
-say(
-  `child_process child ${cp.pid} exited; with the loop blocked it is a zombie (state ${getProcessInfo(cp.pid)?.state})`,
-)
+say(`child_process child ${cp.pid}: a zombie until the loop runs (state ${getProcessInfo(cp.pid)?.state ?? 'gone'})`)
 say(`  process.kill(${cp.pid}, 0): ${killZero(cp.pid)}   isProcessRunning(${cp.pid}): ${isProcessRunning(cp.pid)}`)
-await new Promise((r) => cp.once('exit', r))
+const gone = !readdirSync('/proc').includes(String(ours.pid))
+say(
+  `spawnSupervised child ${ours.pid}: reaped natively meanwhile (/proc/${ours.pid} ${gone ? 'gone' : 'still there!'}); its exit event waits for the loop`,
+)
+await Promise.all([new Promise((r) => cp.once('exit', r)), ours.exited])
 
 // ---- orderly shutdown
 stopping = true
