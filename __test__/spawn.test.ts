@@ -95,6 +95,11 @@ describe('exit = reap', () => {
     await waitFor(() => procState(pid) === null, 5000, 'the dropped child to be reaped')
   })
 
+  it('reaps children whose handles were garbage-collected', async () => {
+    const { stdout } = await run(process.execPath, ['--expose-gc', join(FIXTURES, 'dropped.cjs'), PROCWARD])
+    expect(JSON.parse(stdout).states).toEqual([null, null, null, null, null])
+  })
+
   it('sweeps the group after the leader dies', async () => {
     const p = sup(join(FIXTURES, 'group.sh'), [], { stdio: ['ignore', 'pipe', 'inherit'] })
     const members = (await firstLineOf(p)).split(' ').map(Number)
@@ -170,6 +175,11 @@ describe('exit = reap', () => {
     const res = JSON.parse(stdout)
     expect(res.held).toBeGreaterThan(0)
     expect(res).toMatchObject({ exitWatch: 'fallback', code: 5 })
+  })
+
+  it('reaps the children of a worker that was the only user of procward', async () => {
+    const { stdout } = await run(process.execPath, [join(FIXTURES, 'worker-only.cjs'), PROCWARD])
+    expect(JSON.parse(stdout)).toEqual([null, null, null, null, null])
   })
 
   it('reports a throwing exit listener as an uncaught exception, and still reaps', async () => {

@@ -1,6 +1,6 @@
 //! pidfd back-end: the pidfd turns readable when the child exits; a task on
-//! napi's tokio runtime waits for that with `AsyncFd` (epoll), then peeks
-//! the status with `waitid(WNOWAIT | WNOHANG)`.
+//! procward's own runtime (see `runtime`) waits for that with `AsyncFd`
+//! (epoll), then peeks the status with `waitid(WNOWAIT | WNOHANG)`.
 //!
 //! Costs one tokio task and one fd per child, no thread. If the runtime
 //! cannot register the fd, the child moves to the fallback thread.
@@ -23,8 +23,7 @@ pub fn start(
     on_exit: OnExit,
     defer: Option<std::time::Duration>,
 ) -> std::io::Result<()> {
-    let handle = crate::runtime::handle();
-    handle.spawn(async move {
+    crate::runtime::handle()?.spawn(async move {
         // SAFETY: the OwnedFd is moved into the AsyncFd and stays open, and
         // the same fd, until the AsyncFd is dropped.
         let afd = match unsafe { AsyncFd::register_with_interest(pidfd, Interest::READABLE) } {

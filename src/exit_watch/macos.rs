@@ -63,7 +63,7 @@ pub fn start(watched: Arc<Watched>, on_exit: OnExit) -> io::Result<()> {
             return Ok(());
         }
     };
-    crate::runtime::handle().spawn(async move {
+    crate::runtime::handle()?.spawn(async move {
         // SAFETY: the OwnedFd moves into the AsyncFd and stays open until it
         // is dropped.
         if let Ok(afd) = unsafe { AsyncFd::register_with_interest(kq, Interest::READABLE) } {

@@ -13,7 +13,7 @@
 //!
 //! Back-ends, chosen per child:
 //! - `pidfd` ([`linux`]): the pidfd turns readable on exit; a tokio task on
-//!   napi's runtime waits for it with `AsyncFd`.
+//!   procward's own runtime thread waits for it with `AsyncFd`.
 //! - `fallback`: a small thread blocks in `waitid(P_PID, pid, WEXITED |
 //!   WNOWAIT)`. Used when no pidfd could be had (ENOSYS before Linux 5.3,
 //!   EMFILE), when registering it failed, or when `PROCWARD_EXIT_WATCH=fallback`
@@ -82,7 +82,7 @@ pub struct Watched {
 pub enum Backend {
     /// pidfd polled by the JS thread's own event loop (`js_loop`).
     PidfdLoop,
-    /// pidfd awaited by a task on napi's tokio runtime.
+    /// pidfd awaited by a task on procward's own runtime thread.
     PidfdTokio,
     /// A thread blocked in waitid.
     Fallback,
