@@ -10,9 +10,9 @@ const isRunningPkg = require('is-running')
 
 export async function run() {
   const { processExists } = await import('process-exists')
-  // 40 live targets: rotating through more pids than procward caches (32)
-  // makes every check a first check (open + read + close).
-  const kids = Array.from({ length: 40 }, () => spawn('sleep', ['1000'], { stdio: 'ignore' }))
+  // 80 live targets: rotating through more pids than procward caches (64)
+  // makes every check a first check (pidfd_open + poll, and a close).
+  const kids = Array.from({ length: 80 }, () => spawn('sleep', ['1000'], { stdio: 'ignore' }))
   const pids = kids.map((k) => k.pid)
   const pid = pids[0]
   const identity = getProcessInfo(pid).identity

@@ -28,9 +28,11 @@ use crate::sys;
 
 /// Enough for any stat line (about 300 bytes; the name is at most 15 bytes).
 const STAT_BUF: usize = 1024;
-/// Cached stat fds. Bounded so the addon never holds more than this many fds
-/// for liveness checks.
-const CACHE_SLOTS: usize = 32;
+/// Slots in each cache (pidfds for liveness, evicting the least recently
+/// used; stat fds for info, evicting the oldest). Bounded so the addon never
+/// holds more than this many fds of each kind; Node raises its own fd limit
+/// to the hard limit at start-up.
+const CACHE_SLOTS: usize = 64;
 
 static STAT_CACHE: Mutex<Vec<(i32, OwnedFd)>> = Mutex::new(Vec::new());
 
@@ -124,15 +126,20 @@ fn pidfd_check(pid: Pid, want_inode: bool) -> PidfdCheck {
     {
         let mut cache = PIDFD_CACHE.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(idx) = cache.iter().position(|s| s.pid == pid.as_raw()) {
-            let slot = &mut cache[idx];
-            match sys::is_readable_now(slot.fd.as_fd()) {
-                Ok(false) if !want_inode => return PidfdCheck::Alive(None),
+            match sys::is_readable_now(cache[idx].fd.as_fd()) {
                 Ok(false) => {
-                    let inode = *slot.inode.get_or_insert_with(|| pidfs_inode(&slot.fd));
+                    // Least recently used first: a hit moves to the back.
+                    let mut slot = cache.remove(idx);
+                    let inode = if want_inode {
+                        *slot.inode.get_or_insert_with(|| pidfs_inode(&slot.fd))
+                    } else {
+                        None
+                    };
+                    cache.push(slot);
                     return PidfdCheck::Alive(inode);
                 }
                 _ => {
-                    cache.swap_remove(idx);
+                    cache.remove(idx);
                 }
             }
         }
