@@ -8,6 +8,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::pid::{Pid, Signal};
 
@@ -23,8 +24,18 @@ fn cvt(ret: libc::c_long) -> io::Result<libc::c_long> {
 /// long as it is open, whatever later happens to the pid number. It turns
 /// readable once the process has exited (a zombie counts).
 pub fn pidfd_open(pid: Pid) -> io::Result<OwnedFd> {
+    // Probed once: a kernel without pidfd_open (before 5.3) is not asked again.
+    static NO_PIDFD: AtomicBool = AtomicBool::new(false);
+    if NO_PIDFD.load(Ordering::Relaxed) {
+        return Err(io::Error::from_raw_os_error(libc::ENOSYS));
+    }
     // SAFETY: pidfd_open takes two integers and returns a new fd or -1.
-    let fd = cvt(unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) })?;
+    let fd =
+        cvt(unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) }).inspect_err(|e| {
+            if e.raw_os_error() == Some(libc::ENOSYS) {
+                NO_PIDFD.store(true, Ordering::Relaxed);
+            }
+        })?;
     // SAFETY: the kernel just returned this fd to us, and nothing else owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }

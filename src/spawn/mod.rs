@@ -22,6 +22,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
 
@@ -422,28 +423,37 @@ impl Drop for SignalsBlocked {
     }
 }
 
+/// Set once a kernel has rejected CLONE_PIDFD (before 5.2): not asked again.
+static NO_CLONE_PIDFD: AtomicBool = AtomicBool::new(false);
+
 fn clone_with_retry(
     prep: &Prepared,
     want_pidfd: bool,
     stack: &mut [u8],
 ) -> Result<linux::RawChild, SpawnError> {
+    let want_pidfd = want_pidfd && !NO_CLONE_PIDFD.load(Ordering::Relaxed);
     let res = linux::clone_exec(prep, want_pidfd, stack);
-    match &res {
-        // Kernels before 5.2 reject CLONE_PIDFD with EINVAL, and a full fd
-        // table fails it with EMFILE/ENFILE; the caller then watches the
-        // exit without a pidfd (fallback back-end).
+    let retry = match &res {
+        // Kernels before 5.2 reject CLONE_PIDFD with EINVAL (remembered), and
+        // a full fd table fails it with EMFILE/ENFILE; the caller then
+        // watches the exit without a pidfd (fallback back-end).
         Err(SpawnError::Os {
             err,
             stage: Stage::Clone,
-        }) if want_pidfd
-            && matches!(
-                err.raw_os_error(),
-                Some(libc::EINVAL) | Some(libc::EMFILE) | Some(libc::ENFILE)
-            ) =>
-        {
-            linux::clone_exec(prep, false, stack)
-        }
-        _ => res,
+        }) if want_pidfd => match err.raw_os_error() {
+            Some(libc::EINVAL) => {
+                NO_CLONE_PIDFD.store(true, Ordering::Relaxed);
+                true
+            }
+            Some(libc::EMFILE) | Some(libc::ENFILE) => true,
+            _ => false,
+        },
+        _ => false,
+    };
+    if retry {
+        linux::clone_exec(prep, false, stack)
+    } else {
+        res
     }
 }
 
