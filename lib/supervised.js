@@ -219,11 +219,9 @@ class SupervisedProcess extends EventEmitter {
     } catch (err) {
       return Promise.reject(err)
     }
+    // Reaped natively, even if the 'exit' event is still on its way.
     const exit = this.exitInfo
-    if (exit !== null) {
-      this.#markExited(exit)
-      return Promise.resolve({ outcome: 'already-exited', signals: [], elapsedMs: 0, exit })
-    }
+    if (exit !== null) return Promise.resolve({ outcome: 'already-exited', signals: [], elapsedMs: 0, exit })
     if (this.#stopping) return this.#stopping
     const stopping = this.#native.stop(opts.native).then(
       (r) => {
