@@ -90,6 +90,14 @@ describe('our children', () => {
     expect(ra.signals).toEqual(['SIGTERM', 'SIGKILL'])
   })
 
+  it('stops a SupervisedProcess of another copy of procward (brand, not instanceof)', async () => {
+    const p = sup('sleep', ['100'])
+    const foreign = { [Symbol.for('procward.supervised')]: true, stop: (o: object) => p.stop(o) }
+    const r = await stopSupervisedProcess(foreign as unknown as typeof p, { graceMs: 1000 })
+    expect(r.outcome).toBe('exited')
+    expect(r.exit?.pid).toBe(p.pid)
+  })
+
   it('is final: after exited/killed nothing reports the child running', async () => {
     const p = sup('sleep', ['100'])
     const r = await p.stop()

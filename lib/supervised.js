@@ -17,6 +17,10 @@ const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')
 // native side cannot tell by looking them up.
 const IS_NODE = typeof process.versions.node === 'string' && !process.versions.bun && !process.versions.deno
 
+// Recognises a SupervisedProcess from another copy of this package too (two
+// versions in one node_modules tree), as execa brands its errors.
+const SUPERVISED_BRAND = Symbol.for('procward.supervised')
+
 const STOP_DEFAULTS = Object.freeze({ signal: 'SIGTERM', graceMs: 5000, killTimeoutMs: 2000 })
 
 function abortError(signal) {
@@ -253,6 +257,10 @@ class SupervisedProcess extends EventEmitter {
   async [asyncDispose]() {
     await this.stop()
   }
+
+  get [SUPERVISED_BRAND]() {
+    return true
+  }
 }
 
 function spawnSupervised(command, args, options) {
@@ -289,7 +297,12 @@ function spawnSupervised(command, args, options) {
 }
 
 async function stopSupervisedProcess(target, options) {
-  if (target instanceof SupervisedProcess) return target.stop(options)
+  if (
+    target instanceof SupervisedProcess ||
+    (target !== null && typeof target === 'object' && target[SUPERVISED_BRAND] === true)
+  ) {
+    return target.stop(options)
+  }
   validate.targetPid(target, 'target')
   const opts = nativeStopOptions(options)
   try {
