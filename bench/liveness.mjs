@@ -83,11 +83,19 @@ export async function run() {
     ['nothing', () => {}],
     ['process.kill(pid, 0)', () => killZero(pid)],
     ['isProcessRunning', () => isProcessRunning(pid)],
+    ['readFileSync /proc/<pid>/stat', () => procStat(pid)],
+    ['is-running (npm)', () => isRunningPkg(pid)],
+    ['process-exists (npm, async)', () => pending.add(processExists(pid))],
     ['execFileSync ps', () => ps(pid)],
   ]
   const delayRows = []
+  const pending = new Set()
   for (const [name, fn] of polled) {
     const d = await loopDelayWhile(fn)
+    // process-exists calls still running (each lists every process via ps)
+    // must finish before the next poller is measured.
+    await Promise.all(pending)
+    pending.clear()
     delayRows.push({ poller: name, p50: fmt(d.p50), p99: fmt(d.p99), max: fmt(d.max) })
   }
   table(delayRows, ['poller', 'p50', 'p99', 'max'])
