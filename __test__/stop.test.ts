@@ -52,6 +52,7 @@ describe('our children', () => {
     const r = await stopSupervisedProcess(p, { graceMs: 300 })
     expect(r).toMatchObject({ outcome: 'killed', signals: ['SIGTERM', 'SIGKILL'], exit: { signal: 'SIGKILL' } })
     expect(r.elapsedMs).toBeGreaterThanOrEqual(300)
+    expect(r.elapsedMs).toBeLessThan(300 + 2000 + 1000)
     expect(procState(p.pid)).toBeNull()
     for (const m of pids) await waitFor(() => !aliveInProcTable(m), 2000, `member ${m} to die`)
   })
@@ -156,7 +157,10 @@ describe('our children', () => {
       await waitFor(() => readFileSync(`${cg}/freezer.state`, 'utf8').trim() === 'FROZEN', 5000, 'the freeze')
       const r = await p.stop({ graceMs: 100, killTimeoutMs: 200 })
       expect(r).toMatchObject({ outcome: 'unkillable', signals: ['SIGTERM', 'SIGKILL'], exit: null })
+      // It waited out both bounds, and no more than them plus slack for a
+      // loaded machine (a correctness bound, not a speed target).
       expect(r.elapsedMs).toBeGreaterThanOrEqual(300)
+      expect(r.elapsedMs).toBeLessThan(300 + 1000)
       expect(p.exitInfo).toBeNull()
       // Thawed, it dies of a pending signal and is reaped as usual.
       writeFileSync(`${cg}/freezer.state`, 'THAWED')
