@@ -84,13 +84,44 @@ export function openFds(): string[] {
 }
 
 /** Tracks child_process children so every test can clean up what it started. */
+/** Processes carrying `tag` in their environment (inherited by descendants). */
+export function taggedProcesses(tag: string): number[] {
+  const needle = Buffer.from(`PROCWARD_TEST_TAG=${tag}\0`)
+  const out: number[] = []
+  for (const ent of readdirSync('/proc')) {
+    if (!/^\d+$/.test(ent) || Number(ent) === process.pid) continue
+    try {
+      if (readFileSync(`/proc/${ent}/environ`).includes(needle)) out.push(Number(ent))
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+  return out
+}
+
+function cmdline(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'latin1').split('\0').join(' ').trim()
+  } catch {
+    return '?'
+  }
+}
+
+/** This test process's tag (see `trackProcesses`). */
+export const TEST_TAG = `procward-test-${process.pid}`
+
 export class Spawned {
   private readonly children: ChildProcess[] = []
   private readonly groups: number[] = []
   private readonly pids: number[] = []
+  /** Every process started here, and all its descendants (daemons that
+   * double-forked away included), carry this in their environment, so the
+   * cleanup finds them even when a test failed before learning their pids. */
+  readonly tag = TEST_TAG
 
   spawn(cmd: string, args: string[], opts: Parameters<typeof spawn>[2] = {}): ChildProcess {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'inherit'], ...opts })
+    const env = { ...(opts.env ?? process.env), PROCWARD_TEST_TAG: this.tag }
+    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'inherit'], ...opts, env })
     this.children.push(child)
     if (opts.detached && child.pid) this.groups.push(child.pid)
     return child
@@ -230,12 +261,32 @@ export async function reusePid(
  * after every test, which must then leave no zombie child behind.
  */
 export function trackProcesses(): { sup: Supervised['spawn']; others: Spawned } {
+  // Inherited by every child that does not get an explicit env, supervised
+  // ones included: the leak check below finds whatever escaped.
+  process.env.PROCWARD_TEST_TAG = TEST_TAG
   const supervised = new Supervised()
   const others = new Spawned()
   afterEach(async () => {
     await supervised.cleanup()
     await others.cleanup()
     expect(zombieChildren()).toEqual([])
+    // Anything the test started that still runs now escaped its cleanup
+    // (or procward failed to kill it): kill it, and fail the test.
+    const running = () => taggedProcesses(TEST_TAG).filter(aliveInProcTable)
+    let leaked: string[] = []
+    try {
+      await waitFor(() => running().length === 0, 2000, 'killed test processes to die')
+    } catch {
+      leaked = running().map((pid) => `${pid}: ${cmdline(pid)}`)
+      for (const pid of running()) {
+        try {
+          process.kill(pid, 'SIGKILL')
+        } catch {
+          // gone
+        }
+      }
+    }
+    expect(leaked).toEqual([])
   })
   return { sup: supervised.spawn.bind(supervised), others }
 }
