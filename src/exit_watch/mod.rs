@@ -12,13 +12,17 @@
 //! `waitpid(-1)` or a SIGCHLD handler here would steal their statuses.
 //!
 //! Back-ends, chosen per child:
-//! - `pidfd` ([`linux`]): the pidfd turns readable on exit; a tokio task on
-//!   procward's own runtime thread waits for it with `AsyncFd`.
+//! - `pidfd` (`linux`): the pidfd turns readable on exit; a tokio task on
+//!   procward's own runtime thread waits for it with `AsyncFd`. Under Node
+//!   the binding layer (`js_loop`) also polls the pidfd on the JS thread's
+//!   libuv loop, which then usually settles first; this task, started with
+//!   [`watch_beside_loop`], stands by so that a blocked loop never delays
+//!   the reap. `Watched::settle` runs once, whoever calls it.
 //! - `fallback`: a small thread blocks in `waitid(P_PID, pid, WEXITED |
 //!   WNOWAIT)`. Used when no pidfd could be had (ENOSYS before Linux 5.3,
 //!   EMFILE), when registering it failed, or when `PROCWARD_EXIT_WATCH=fallback`
 //!   is set at load (the test suite runs through it that way).
-//! - macOS: kqueue `EVFILT_PROC`/`NOTE_EXIT` ([`macos`]), written on this
+//! - macOS: kqueue `EVFILT_PROC`/`NOTE_EXIT` (`macos`), written on this
 //!   seam but not compiled here (see README).
 //!
 //! The watcher owns everything it needs (`Arc<Watched>`), so a JS handle

@@ -172,7 +172,7 @@ fn pidfd_check(pid: Pid, want_inode: bool) -> PidfdCheck {
 
 /// Exists and has not exited. Through a pidfd where possible: it is exact
 /// for a multi-threaded process whose leader thread has exited (its
-/// /proc/<pid>/stat says Z, yet the process runs on), it is not subject to
+/// `/proc/<pid>/stat` says Z, yet the process runs on), it is not subject to
 /// hidepid, and a repeated check costs one poll.
 pub fn is_running(pid: Pid) -> io::Result<bool> {
     match pidfd_check(pid, false) {
