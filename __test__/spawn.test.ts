@@ -322,6 +322,17 @@ describe('the child starts clean', () => {
     }
   })
 
+  it('passes an inherited environment through byte for byte (not UTF-8 included)', async () => {
+    const { stdout } = await run('sh', [
+      '-c',
+      'PROCWARD_RAW="$(printf \'\\377\')" exec "$0" "$@"',
+      process.execPath,
+      join(FIXTURES, 'raw-env.cjs'),
+      PROCWARD,
+    ])
+    expect(stdout.trim()).toBe('ff')
+  })
+
   it('pipes stdin to stdout and stderr', async () => {
     const p = sup('sh', ['-c', 'cat; echo err >&2'], { stdio: 'pipe' })
     p.stdin?.end('hello')

@@ -338,20 +338,13 @@ pub fn spawn_supervised(
         program: command.clone(),
         args,
         env: if options.inherit_env {
-            std::env::vars_os()
-                .map(|(k, v)| {
-                    (
-                        k.to_string_lossy().into_owned(),
-                        v.to_string_lossy().into_owned(),
-                    )
-                })
-                .collect()
+            std::env::vars_os().collect()
         } else {
             options
                 .env_keys
                 .iter()
-                .cloned()
-                .zip(options.env_values.iter().cloned())
+                .zip(options.env_values.iter())
+                .map(|(k, v)| (k.into(), v.into()))
                 .collect()
         },
         cwd: options.cwd.clone().map(Into::into),

@@ -17,7 +17,7 @@
 #[cfg(target_os = "linux")]
 mod linux;
 
-use std::ffi::CString;
+use std::ffi::{CString, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
@@ -40,8 +40,9 @@ pub enum Stdio {
 pub struct Command {
     pub program: String,
     pub args: Vec<String>,
-    /// The complete environment of the child, in order.
-    pub env: Vec<(String, String)>,
+    /// The complete environment of the child, in order. Bytes, not strings:
+    /// an inherited environment passes through exactly, UTF-8 or not.
+    pub env: Vec<(OsString, OsString)>,
     pub cwd: Option<PathBuf>,
     pub stdio: [Stdio; 3],
     pub process_group: bool,
@@ -151,7 +152,7 @@ fn is_executable_file(path: &Path) -> Option<bool> {
 /// EACCES.
 fn resolve(
     program: &str,
-    env: &[(String, String)],
+    env: &[(OsString, OsString)],
     cwd: Option<&Path>,
 ) -> Result<PathBuf, SpawnError> {
     if program.contains('/') {
@@ -161,12 +162,12 @@ fn resolve(
         .iter()
         .rev()
         .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.as_str())
-        .unwrap_or("/usr/local/bin:/usr/bin:/bin");
+        .map(|(_, v)| v.as_bytes())
+        .unwrap_or(b"/usr/local/bin:/usr/bin:/bin");
     let mut saw_unexecutable = false;
-    for dir in path_var.split(':') {
-        let dir = if dir.is_empty() { "." } else { dir };
-        let mut candidate = PathBuf::from(dir).join(program);
+    for dir in path_var.split(|&b| b == b':') {
+        let dir: &[u8] = if dir.is_empty() { b"." } else { dir };
+        let mut candidate = PathBuf::from(std::ffi::OsStr::from_bytes(dir)).join(program);
         if candidate.is_relative() {
             if let Some(cwd) = cwd {
                 candidate = cwd.join(candidate);
@@ -285,12 +286,18 @@ fn prepare(cmd: &Command) -> Result<(Prepared, [Option<OwnedFd>; 3]), SpawnError
     }
     let mut envp = Vec::with_capacity(cmd.env.len());
     for (k, v) in &cmd.env {
-        if k.is_empty() || k.contains('=') {
+        let (k, v) = (k.as_bytes(), v.as_bytes());
+        if k.is_empty() || k.contains(&b'=') {
             return Err(SpawnError::Invalid(format!(
-                "env key {k:?} must be non-empty and must not contain '='"
+                "env key {:?} must be non-empty and must not contain '='",
+                String::from_utf8_lossy(k)
             )));
         }
-        envp.push(cstring(&format!("{k}={v}"), "env")?);
+        let entry = [k, b"=", v].concat();
+        envp.push(
+            CString::new(entry)
+                .map_err(|_| SpawnError::Invalid("env must not contain NUL bytes".into()))?,
+        );
     }
     let cwd = match &cmd.cwd {
         Some(dir) => {
@@ -481,7 +488,7 @@ fn on_spawner_thread(
 mod tests {
     use super::*;
 
-    fn env() -> Vec<(String, String)> {
+    fn env() -> Vec<(OsString, OsString)> {
         vec![("PATH".into(), "/usr/bin:/bin".into())]
     }
 
