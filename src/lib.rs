@@ -1,5 +1,8 @@
 //! The napi surface of procward: validate, call into the core modules, map
-//! results to plain JS values. Nothing below this file sees a napi type.
+//! results to plain JS values. The binding layer is this file, `errors`
+//! (errno → JS `code`) and `js_loop` (exit delivery on the JS thread's
+//! loop); the core modules (`pid`, `proc_info`, `spawn`, `exit_watch`,
+//! `stop`, `sys`, `runtime`) never see a napi type.
 #![deny(clippy::all)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
