@@ -12,3 +12,13 @@ it('imports by name from ESM and answers about a real process', async () => {
   await new Promise((r) => child.once('exit', r))
   expect(isProcessRunning(pid)).toBe(false)
 })
+
+it('supervises and stops a real child through the packed package', async () => {
+  const { spawnSupervised, stopSupervisedProcess } = await import('procward')
+  const child = spawnSupervised('sleep', ['100'], { stdio: 'ignore' })
+  expect(isProcessRunning(child.pid, child.identity)).toBe(true)
+  const result = await stopSupervisedProcess(child, { graceMs: 2000 })
+  expect(result.outcome).toBe('exited')
+  expect(result.exit).toEqual({ pid: child.pid, code: null, signal: 'SIGTERM' })
+  expect(isProcessRunning(child.pid)).toBe(false)
+})
