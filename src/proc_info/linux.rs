@@ -289,10 +289,14 @@ pub fn identity_of_pidfd(pid: Pid, pidfd: &OwnedFd) -> Result<Option<Identity>, 
     }
 }
 
-/// pgid of the process a pidfd refers to (see [`identity_of_pidfd`]).
-pub fn stat_of_pidfd(pid: Pid, pidfd: &OwnedFd) -> Result<Option<Stat>, InfoError> {
+/// Stat and identity of the process a pidfd refers to, read once (see
+/// [`identity_of_pidfd`]).
+pub fn stat_and_identity_of_pidfd(
+    pid: Pid,
+    pidfd: &OwnedFd,
+) -> Result<Option<(Stat, Identity)>, InfoError> {
     match stat_for(pid, Some(pidfd))? {
-        StatRead::Consistent(st, _) => Ok(Some(st)),
+        StatRead::Consistent(st, id) => Ok(Some((st, id))),
         StatRead::Reused | StatRead::Gone => Ok(None),
     }
 }

@@ -100,12 +100,8 @@ fn group_leader_check(pid: Pid, pgid: i32) -> io::Result<()> {
     Ok(())
 }
 
-fn identity_matches(current: Option<Identity>, wanted: Option<&str>) -> bool {
-    match (current, wanted) {
-        (None, _) => false,
-        (Some(_), None) => true,
-        (Some(cur), Some(w)) => Identity::decode(w).is_some_and(|w| cur.same_process(&w)),
-    }
+fn identity_matches(current: &Identity, wanted: Option<&str>) -> bool {
+    wanted.is_none_or(|w| Identity::decode(w).is_some_and(|w| current.same_process(&w)))
 }
 
 fn info_to_io(e: proc_info::InfoError) -> io::Error {
@@ -126,16 +122,16 @@ impl PidfdTarget {
         // Checked after opening: the pidfd pins the process, so the answer
         // cannot go stale before we signal through it.
         if identity.is_some() || group {
-            let stat = proc_info::stat_of_pidfd(pid, &pidfd).map_err(info_to_io)?;
-            let current = proc_info::identity_of_pidfd(pid, &pidfd).map_err(info_to_io)?;
-            if !identity_matches(current, identity) {
+            let Some((stat, current)) =
+                proc_info::stat_and_identity_of_pidfd(pid, &pidfd).map_err(info_to_io)?
+            else {
+                return Ok(Open::Gone);
+            };
+            if !identity_matches(&current, identity) {
                 return Ok(Open::Gone);
             }
             if group {
-                match stat {
-                    Some(st) => group_leader_check(pid, st.pgid)?,
-                    None => return Ok(Open::Gone),
-                }
+                group_leader_check(pid, stat.pgid)?;
             }
         }
         // SAFETY: the OwnedFd moves into the AsyncFd and stays open (same fd)
