@@ -430,27 +430,34 @@ fn prepare(cmd: &Command) -> Result<(Prepared, [Option<OwnedFd>; 3]), SpawnError
 
 type Job = Box<dyn FnOnce(&mut [u8]) + Send>;
 
-/// The long-lived thread that creates every child (see the module docs). It
-/// blocks all signals for its whole life: the child starts with this mask,
-/// so no handler of ours can run in it before it resets dispositions.
-fn spawner() -> Result<&'static Mutex<mpsc::Sender<Job>>, SpawnError> {
-    static SPAWNER: OnceLock<Result<Mutex<mpsc::Sender<Job>>, String>> = OnceLock::new();
-    let res = SPAWNER.get_or_init(|| {
-        let (tx, rx) = mpsc::channel::<Job>();
-        std::thread::Builder::new()
-            .name("procward-spawner".into())
-            .spawn(move || {
-                block_all_signals();
-                let mut stack = vec![0u8; linux::CHILD_STACK];
-                for job in rx {
-                    job(&mut stack);
-                }
-            })
-            .map(|_| Mutex::new(tx))
-            .map_err(|e| e.to_string())
-    });
-    res.as_ref()
-        .map_err(|e| SpawnError::os(io::Error::other(e.clone()), Stage::Spawner))
+/// Hands `job` to the long-lived thread that creates every child (see the
+/// module docs), starting that thread on first use. It blocks all signals
+/// for its whole life: the child starts with this mask, so no handler of
+/// ours can run in it before it resets dispositions. A failure to start it
+/// (EAGAIN at a thread limit) is reported with its errno and not remembered:
+/// the next spawn tries again.
+fn send_to_spawner(job: Job) -> Result<(), SpawnError> {
+    static SPAWNER: Mutex<Option<mpsc::Sender<Job>>> = Mutex::new(None);
+    let mut slot = SPAWNER.lock().unwrap_or_else(|e| e.into_inner());
+    let tx = match slot.as_ref() {
+        Some(tx) => tx,
+        None => {
+            let (tx, rx) = mpsc::channel::<Job>();
+            std::thread::Builder::new()
+                .name("procward-spawner".into())
+                .spawn(move || {
+                    block_all_signals();
+                    let mut stack = vec![0u8; linux::CHILD_STACK];
+                    for job in rx {
+                        job(&mut stack);
+                    }
+                })
+                .map_err(|e| SpawnError::os(e, Stage::Spawner))?;
+            slot.insert(tx)
+        }
+    };
+    tx.send(job)
+        .map_err(|_| SpawnError::os(io::Error::other("spawner thread is gone"), Stage::Spawner))
 }
 
 fn block_all_signals() {
@@ -564,13 +571,9 @@ fn on_spawner_thread(
         drop(prep);
         let _ = tx.send(res);
     });
-    let gone = || SpawnError::os(io::Error::other("spawner thread is gone"), Stage::Spawner);
-    spawner()?
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .send(job)
-        .map_err(|_| gone())?;
-    rx.recv().map_err(|_| gone())
+    send_to_spawner(job)?;
+    rx.recv()
+        .map_err(|_| SpawnError::os(io::Error::other("spawner thread is gone"), Stage::Spawner))
 }
 
 #[cfg(test)]
