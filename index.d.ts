@@ -72,8 +72,31 @@ export interface SpawnSupervisedOptions {
   processGroup?: boolean
   /** Default true: SIGKILL the group after the leader exits, before it is reaped. */
   killGroupOnExit?: boolean
-  /** Linux: the signal the child gets if this process dies. Default 'SIGKILL'. */
+  /**
+   * Linux: the signal the child gets if this process dies. Default 'SIGKILL'.
+   * The kernel clears it when the child's credentials change: set after the
+   * `uid`/`gid` switch, it holds for the program started, but not once that
+   * program changes its own uid/gid (a daemon dropping to `nobody` by itself)
+   * or execs a set-user-ID/set-group-ID or file-capability binary. Such a
+   * child outlives a SIGKILLed supervisor; give it `uid`/`gid` here instead.
+   */
   parentDeathSignal?: Signal | false
+  /**
+   * Run the child as this user id (0..=4294967294): `setuid` in the child
+   * before exec, after `chdir`. With `uid` or `gid` the supplementary groups
+   * are dropped first (`setgroups` to none; kept where this process may not
+   * change them, as in Node). Needs root or CAP_SETUID, else the spawn throws
+   * EPERM (`syscall: 'setuid'`). To `stop()` the child this process must
+   * still be allowed to signal it.
+   */
+  uid?: number
+  /** Run the child with this group id (0..=4294967294): `setgid` before `setuid`. */
+  gid?: number
+  /**
+   * The child's `argv[0]` (what `ps` shows). The program run is still the
+   * one `command` names and resolves to, as in `child_process`.
+   */
+  argv0?: string
   /** Abort ⇒ `stop()` with the `stop` defaults. Already aborted ⇒ throws AbortError. */
   signal?: AbortSignal
   /** Defaults for `stop()`. */

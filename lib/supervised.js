@@ -7,7 +7,7 @@ const fs = require('node:fs')
 const net = require('node:net')
 const { isMainThread } = require('node:worker_threads')
 const native = require('../binding.js')
-const { callNative, fromNative, typeError } = require('./errors')
+const { brand, callNative, errnoText, fromNative, nativeInfo, rangeError, systemError, typeError } = require('./errors')
 const validate = require('./validate')
 
 const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')
@@ -47,18 +47,64 @@ function nativeStopOptions(options, defaults = STOP_DEFAULTS) {
   }
 }
 
+const STDIO_FILE_KEYS = new Set(['file', 'append'])
+
 function stdioEntry(value, i) {
   if (value === 'ignore' || value === 'inherit' || value === 'pipe') return { kind: value }
   if (value !== null && typeof value === 'object' && typeof value.file === 'string') {
     if (value.file.length === 0 || value.file.includes('\0')) {
       throw typeError(`stdio[${i}].file must be a non-empty path without NUL`, 'ERR_INVALID_ARG_VALUE')
     }
+    rejectUnknownKeys(value, STDIO_FILE_KEYS, `stdio[${i}]`)
     return { kind: 'file', path: value.file, append: validate.optionalBoolean(value.append, `stdio[${i}].append`) }
   }
   throw typeError(
     `stdio[${i}] must be 'ignore', 'inherit', 'pipe' or { file, append? }, got ${validate.describe(value)}`,
     'ERR_INVALID_ARG_VALUE',
   )
+}
+
+// Every key SpawnSupervisedOptions defines. Anything else is refused rather
+// than ignored: `shell: true` or a misspelt `procesGroup` would otherwise
+// change nothing, silently. A key whose value is undefined sets nothing and
+// passes (objects spread from a config often carry such keys).
+const SPAWN_KEYS = new Set([
+  'cwd',
+  'env',
+  'stdio',
+  'processGroup',
+  'killGroupOnExit',
+  'parentDeathSignal',
+  'signal',
+  'stop',
+  'uid',
+  'gid',
+  'argv0',
+])
+
+const UNSUPPORTED_HINTS = {
+  shell: "; run a shell explicitly: spawnSupervised('sh', ['-c', command])",
+  detached: '; the child leads its own process group by default (processGroup)',
+}
+
+function rejectUnknownKeys(object, known, name) {
+  for (const key of Object.keys(object)) {
+    if (known.has(key) || object[key] === undefined) continue
+    throw typeError(
+      `${name}.${key} is not a supported option${Object.hasOwn(UNSUPPORTED_HINTS, key) && name === 'options' ? UNSUPPORTED_HINTS[key] : ''}`,
+      'ERR_INVALID_ARG_VALUE',
+    )
+  }
+}
+
+/** A uid or gid: an integer in 0..=2^32-2 (2^32-1 means "no change" to the kernel). */
+function optionalId(value, name) {
+  if (value === undefined) return undefined
+  if (typeof value !== 'number') throw typeError(`${name} must be a number, got ${validate.describe(value)}`)
+  if (!Number.isInteger(value) || value < 0 || value > 2 ** 32 - 2) {
+    throw rangeError(`${name} must be an integer in 0..=${2 ** 32 - 2}, got ${String(value)}`)
+  }
+  return value
 }
 
 function noNul(value, name) {
@@ -72,6 +118,7 @@ function nativeSpawnOptions(options) {
     throw typeError(`options must be an object, got ${validate.describe(options)}`)
   }
   const o = options ?? {}
+  rejectUnknownKeys(o, SPAWN_KEYS, 'options')
   const cwd = o.cwd === undefined ? undefined : noNul(o.cwd, 'options.cwd')
   // No env given: on the main thread process.env *is* the process
   // environment (Node writes it through to environ), so the native side
@@ -106,6 +153,9 @@ function nativeSpawnOptions(options) {
   if (o.parentDeathSignal === undefined) deathSignal = validate.signal('SIGKILL')
   else if (o.parentDeathSignal !== false)
     deathSignal = validate.signal(o.parentDeathSignal, 'options.parentDeathSignal')
+  const uid = optionalId(o.uid, 'options.uid')
+  const gid = optionalId(o.gid, 'options.gid')
+  const argv0 = o.argv0 === undefined ? undefined : noNul(o.argv0, 'options.argv0')
   if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) {
     throw typeError(`options.signal must be an AbortSignal, got ${validate.describe(o.signal)}`)
   }
@@ -121,6 +171,9 @@ function nativeSpawnOptions(options) {
       processGroup,
       killGroupOnExit: processGroup && killGroupOnExit,
       deathSignal,
+      uid,
+      gid,
+      argv0,
       useLoop: IS_NODE,
     },
     stopDefaults: { ...STOP_DEFAULTS, ...(o.stop ?? {}) },
@@ -212,6 +265,11 @@ class SupervisedProcess extends EventEmitter {
   }
 
   kill(signal = 'SIGTERM') {
+    if (signal === 0) {
+      throw rangeError(
+        `kill(0) sends nothing and is refused: to check whether process ${this.#pid} is running, use isProcessRunning(${this.#pid}, identity) or read exitInfo`,
+      )
+    }
     const num = validate.signal(signal)
     return callNative(() => this.#native.kill(num))
   }
@@ -263,6 +321,32 @@ class SupervisedProcess extends EventEmitter {
   }
 }
 
+/**
+ * A failed spawn, worded as Node words it. Finding or executing the program:
+ * child_process's own `spawn <command> <CODE>` (syscall `spawn <command>`,
+ * `path` the command). The cwd: `CODE: text, chdir '<cwd>'` with `path` the
+ * directory; a stdio file: likewise with `open` and the file. A step of the
+ * child before exec (setuid, setgid, ...): `spawn <command> <CODE>
+ * (<syscall>: text)` with that syscall. All carry `spawnargs`.
+ */
+function spawnError(err, command, args, native) {
+  const info = nativeInfo(err)
+  if (!info?.at) return fromNative(err)
+  let e
+  if (info.at === 'chdir') e = systemError(info.code, { ...info, syscall: 'chdir' }, native.cwd)
+  else if (info.at === 'open') e = systemError(info.code, info, native.stdio[info.fd]?.path)
+  else {
+    const text = info.at === 'setup' ? ` (${info.syscall}: ${errnoText(info.errno, info.desc)})` : ''
+    e = new Error(`spawn ${command} ${info.code}${text}`)
+    e.errno = -info.errno
+    e.code = info.code
+    e.syscall = info.at === 'setup' ? info.syscall : `spawn ${command}`
+    e.path = command
+  }
+  e.spawnargs = [...args]
+  return brand(e)
+}
+
 function spawnSupervised(command, args, options) {
   if (typeof command !== 'string' || command.length === 0) {
     throw typeError(`command must be a non-empty string, got ${validate.describe(command)}`, 'ERR_INVALID_ARG_VALUE')
@@ -284,12 +368,7 @@ function spawnSupervised(command, args, options) {
   try {
     handle = native.spawnSupervised(command, [...args], opts.native, onExit)
   } catch (err) {
-    const e = fromNative(err)
-    if (typeof e.code === 'string' && e.code.startsWith('E') && !e.code.startsWith('ERR_')) {
-      e.path = command
-      e.spawnargs = [...args]
-    }
-    throw e
+    throw spawnError(err, command, args, opts.native)
   }
   proc = new SupervisedProcess(handle, opts.stopDefaults, opts.abortSignal)
   if (early) proc._onNativeExit(early)

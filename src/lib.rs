@@ -113,6 +113,11 @@ pub struct NativeSpawnOptions {
     pub kill_group_on_exit: bool,
     /// 0: none.
     pub death_signal: i32,
+    /// Credentials for the child: integers in 0..=2^32-2, checked again here
+    /// (napi's u32 conversion would wrap).
+    pub uid: Option<f64>,
+    pub gid: Option<f64>,
+    pub argv0: Option<String>,
     /// May the exit be watched on this thread's libuv loop? The JS side says
     /// no outside Node: Bun exports every `uv_*` symbol as an aborting stub,
     /// so finding the symbol proves nothing.
@@ -154,18 +159,60 @@ fn to_signal(num: i32) -> Result<Signal> {
         .ok_or_else(|| coded("ERR_OUT_OF_RANGE", format!("bad signal number {num}")))
 }
 
-fn spawn_err(err: SpawnError, program: &str) -> napi::Error {
+/// A spawn failure for the JS face, which words it as Node does (see
+/// `spawnSupervised` in lib/supervised.js): `at` says what failed — "spawn"
+/// (finding or executing the program: Node's `spawn <command> <CODE>`),
+/// "chdir" (the cwd), "open" (the stdio file of fd `fd`) or "setup" (a step
+/// of the child between clone and exec: setuid, setgid, setpgid, ...).
+fn spawn_err(err: SpawnError) -> napi::Error {
+    use spawn::Stage;
     match err {
         SpawnError::Invalid(msg) => coded("ERR_INVALID_ARG_VALUE", msg),
+        SpawnError::File { fd, err, reason } => match err.raw_os_error() {
+            Some(errno) => {
+                let reason = reason.map_or(String::new(), |r| {
+                    format!(",\"reason\":{}", errors::json_str(r))
+                });
+                errors::system_err(
+                    errno,
+                    "open",
+                    &format!(",\"at\":\"open\",\"fd\":{fd}{reason}"),
+                )
+            }
+            None => io_err(&err, "open"),
+        },
         SpawnError::Os { err, stage } => {
-            let syscall = stage.syscall();
-            let what = match stage {
-                spawn::Stage::Cwd | spawn::Stage::Chdir => "cwd",
-                spawn::Stage::Stdio => "stdio",
-                _ => program,
+            let at = match stage {
+                Stage::Cwd | Stage::Chdir => "chdir",
+                Stage::Setpgid | Stage::Prctl | Stage::Dup2 | Stage::Setgid | Stage::Setuid => {
+                    "setup"
+                }
+                Stage::Resolve | Stage::Stdio | Stage::Clone | Stage::Execve | Stage::Spawner => {
+                    "spawn"
+                }
             };
-            io_err(&err, &format!("{syscall} {what}"))
+            match err.raw_os_error() {
+                Some(errno) => {
+                    errors::system_err(errno, stage.syscall(), &format!(",\"at\":\"{at}\""))
+                }
+                None => io_err(&err, stage.syscall()),
+            }
         }
+    }
+}
+
+/// A uid or gid from JS: an integer in 0..=2^32-2 (2^32-1 is the "no
+/// change" id of setresuid, never a real one).
+fn to_id(value: Option<f64>, what: &str) -> Result<Option<u32>> {
+    match value {
+        None => Ok(None),
+        Some(v) if v.fract() == 0.0 && (0.0..=f64::from(u32::MAX - 1)).contains(&v) => {
+            Ok(Some(v as u32))
+        }
+        Some(v) => Err(coded(
+            "ERR_OUT_OF_RANGE",
+            format!("{what} must be an integer in 0..=4294967294, got {v}"),
+        )),
     }
 }
 
@@ -338,7 +385,7 @@ pub fn spawn_supervised(
         n => Some(to_signal(n)?),
     };
     let cmd = Command {
-        program: command.clone(),
+        program: command,
         args,
         env: if options.inherit_env {
             std::env::vars_os().collect()
@@ -354,9 +401,11 @@ pub fn spawn_supervised(
         stdio: [stdio_spec(0)?, stdio_spec(1)?, stdio_spec(2)?],
         process_group: options.process_group,
         death_signal,
+        uid: to_id(options.uid, "uid")?,
+        gid: to_id(options.gid, "gid")?,
+        argv0: options.argv0.clone(),
     };
-    let child =
-        spawn::spawn(&cmd, !exit_watch::forced_fallback()).map_err(|e| spawn_err(e, &command))?;
+    let child = spawn::spawn(&cmd, !exit_watch::forced_fallback()).map_err(spawn_err)?;
     let pid = child.pid;
     let identity = match &child.pidfd {
         Some(fd) => proc_info::identity_of_pidfd(pid, fd),
