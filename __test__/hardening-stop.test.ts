@@ -221,7 +221,13 @@ describe('pidReused', () => {
 
     const own = sup('sleep', ['100'])
     const r = await own.stop()
-    expect(r).toEqual({ outcome: 'exited', pidReused: false, signals: ['SIGTERM'], elapsedMs: r.elapsedMs, exit: r.exit })
+    expect(r).toEqual({
+      outcome: 'exited',
+      pidReused: false,
+      signals: ['SIGTERM'],
+      elapsedMs: r.elapsedMs,
+      exit: r.exit,
+    })
     expect(await own.stop()).toMatchObject({ outcome: 'already-exited', pidReused: false })
   })
 

@@ -261,7 +261,13 @@ class SupervisedProcess extends EventEmitter {
         (control) => this.#native.stop(opts.native, control),
         (r) => {
           if (r.exit) this.#markExited(r.exit)
-          return { outcome: r.outcome, pidReused: false, signals: r.signals, elapsedMs: r.elapsedMs, exit: this.#exitInfo }
+          return {
+            outcome: r.outcome,
+            pidReused: false,
+            signals: r.signals,
+            elapsedMs: r.elapsedMs,
+            exit: this.#exitInfo,
+          }
         },
       )
       this.#stopping = stopping
