@@ -262,5 +262,7 @@ export interface StopResult {
   exit: ExitInfo | null
 }
 
-// Only what is marked `export` above is public (the helper types are not).
+// In a declaration file, this makes only what is marked `export` public (the
+// helper types above stay private).
+// biome-ignore lint/complexity/noUselessEmptyExport: not useless in a .d.ts
 export {}
