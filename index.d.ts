@@ -203,7 +203,8 @@ export interface ExitInfo {
  *
  * Concurrent calls share one escalation and one result. A later call that
  * asks for more — `signal: 'SIGKILL'`, or a `graceMs`/`killTimeoutMs` that
- * ends sooner, counted from that call — escalates the running stop at once
+ * ends sooner, counted from that call (defaults included: a plain `stop()`
+ * brings in the spawn's `stop` defaults) — escalates the running stop at once
  * (the "second Ctrl-C"), and every caller gets the final result: SIGKILL goes
  * out at the soonest kill time any caller asked for, and the stop ends no
  * later than the soonest bound any caller asked for. A later call's other
