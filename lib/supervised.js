@@ -30,21 +30,47 @@ function abortError(signal) {
   return err
 }
 
+/**
+ * Layers of StopOptions, later ones winning. A field set to `undefined`
+ * means "not given", as an absent one does (so `{ graceMs: undefined }`
+ * keeps the spawn's default rather than erasing it).
+ */
+function mergeStopOptions(...layers) {
+  const out = {}
+  for (const layer of layers) {
+    if (layer == null) continue
+    for (const [k, v] of Object.entries(layer)) if (v !== undefined) out[k] = v
+  }
+  return out
+}
+
 /** Validated StopOptions → the native shape (plus identity, for bare pids). */
 function nativeStopOptions(options, defaults = STOP_DEFAULTS) {
   if (options !== undefined && (options === null || typeof options !== 'object')) {
     throw typeError(`options must be an object, got ${validate.describe(options)}`)
   }
-  const o = { ...defaults, ...(options ?? {}) }
+  const o = mergeStopOptions(STOP_DEFAULTS, defaults, options)
   return {
     native: {
-      signal: validate.signal(o.signal ?? 'SIGTERM', 'options.signal'),
-      graceMs: validate.duration(o.graceMs, 'options.graceMs', STOP_DEFAULTS.graceMs),
-      killTimeoutMs: validate.duration(o.killTimeoutMs, 'options.killTimeoutMs', STOP_DEFAULTS.killTimeoutMs),
+      signal: validate.signal(o.signal, 'options.signal'),
+      graceMs: validate.duration(o.graceMs, 'options.graceMs'),
+      killTimeoutMs: validate.duration(o.killTimeoutMs, 'options.killTimeoutMs'),
       group: validate.optionalBoolean(o.group, 'options.group'),
     },
     identity: validate.optionalString(o.identity, 'options.identity'),
   }
+}
+
+/**
+ * A running stop: its promise, and the control through which a later caller
+ * escalates it. Shared by every concurrent caller.
+ */
+function startStop(start, finish) {
+  const control = new native.NativeStopControl()
+  const promise = callNative(start, control).then(finish, (err) => {
+    throw fromNative(err)
+  })
+  return { promise, control }
 }
 
 const STDIO_FILE_KEYS = new Set(['file', 'append'])
@@ -278,28 +304,39 @@ class SupervisedProcess extends EventEmitter {
     let opts
     try {
       opts = nativeStopOptions(options, this.#stopDefaults)
+      // A stop is running: share its result, and let this caller's options
+      // bring its SIGKILL and its end forward (never later).
+      if (this.#stopping) {
+        callNative(() => this.#stopping.control.escalate(opts.native))
+        return this.#stopping.promise
+      }
+      // Reaped natively, even if the 'exit' event is still on its way.
+      const exit = this.exitInfo
+      if (exit !== null) {
+        return Promise.resolve({ outcome: 'already-exited', pidReused: false, signals: [], elapsedMs: 0, exit })
+      }
+      const stopping = startStop(
+        (control) => this.#native.stop(opts.native, control),
+        (r) => {
+          if (r.exit) this.#markExited(r.exit)
+          return {
+            outcome: r.outcome,
+            pidReused: false,
+            signals: r.signals,
+            elapsedMs: r.elapsedMs,
+            exit: this.#exitInfo,
+          }
+        },
+      )
+      this.#stopping = stopping
+      const clear = () => {
+        if (this.#stopping === stopping) this.#stopping = null
+      }
+      stopping.promise.then(clear, clear)
+      return stopping.promise
     } catch (err) {
       return Promise.reject(err)
     }
-    // Reaped natively, even if the 'exit' event is still on its way.
-    const exit = this.exitInfo
-    if (exit !== null) return Promise.resolve({ outcome: 'already-exited', signals: [], elapsedMs: 0, exit })
-    if (this.#stopping) return this.#stopping
-    const stopping = this.#native.stop(opts.native).then(
-      (r) => {
-        if (r.exit) this.#markExited(r.exit)
-        return { outcome: r.outcome, signals: r.signals, elapsedMs: r.elapsedMs, exit: this.#exitInfo }
-      },
-      (err) => {
-        throw fromNative(err)
-      },
-    )
-    this.#stopping = stopping
-    const clear = () => {
-      if (this.#stopping === stopping) this.#stopping = null
-    }
-    stopping.then(clear, clear)
-    return stopping
   }
 
   ref() {
@@ -375,6 +412,11 @@ function spawnSupervised(command, args, options) {
   return proc
 }
 
+// Bare-pid stops running on this thread, by what they target (pid, group,
+// identity): a concurrent stop of the same target shares the running one and
+// may escalate it, as for a SupervisedProcess. Each JS thread has its own.
+const bareStops = new Map()
+
 async function stopSupervisedProcess(target, options) {
   if (
     target instanceof SupervisedProcess ||
@@ -384,12 +426,22 @@ async function stopSupervisedProcess(target, options) {
   }
   validate.targetPid(target, 'target')
   const opts = nativeStopOptions(options)
-  try {
-    const r = await native.stopPid(target, opts.native, opts.identity)
-    return { outcome: r.outcome, signals: r.signals, elapsedMs: r.elapsedMs, exit: null }
-  } catch (err) {
-    throw fromNative(err)
+  const key = JSON.stringify([target, opts.native.group ?? false, opts.identity ?? null])
+  const running = bareStops.get(key)
+  if (running) {
+    callNative(() => running.control.escalate(opts.native))
+    return running.promise
   }
+  const stopping = startStop(
+    (control) => native.stopPid(target, opts.native, opts.identity, control),
+    (r) => ({ outcome: r.outcome, pidReused: r.pidReused, signals: r.signals, elapsedMs: r.elapsedMs, exit: null }),
+  )
+  bareStops.set(key, stopping)
+  const clear = () => {
+    if (bareStops.get(key) === stopping) bareStops.delete(key)
+  }
+  stopping.promise.then(clear, clear)
+  return stopping.promise
 }
 
 module.exports = { SupervisedProcess, spawnSupervised, stopSupervisedProcess }

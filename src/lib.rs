@@ -6,6 +6,7 @@
 #![deny(clippy::all)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod duration;
 pub mod errors;
 pub mod exit_watch;
 #[cfg(target_os = "linux")]
@@ -22,6 +23,7 @@ use napi::bindgen_prelude::JsValue;
 use napi::Result;
 use napi_derive::napi;
 
+use duration::Millis;
 use errors::{coded, io_err};
 use pid::Pid;
 use proc_info::InfoError;
@@ -82,7 +84,7 @@ use std::os::fd::IntoRawFd;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use napi::bindgen_prelude::Function;
+use napi::bindgen_prelude::{Function, PromiseRaw};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Status};
 
@@ -90,7 +92,7 @@ use exit_watch::{Backend, ExitStatus, Watched};
 use pid::Signal;
 use spawn::{Command, SpawnError, Stdio};
 use stop::targets::{ChildTarget, Open, PidfdTarget, PollTarget};
-use stop::{Outcome, StopPlan, StopReport};
+use stop::{Deadlines, Escalation, Outcome, StopPlan, StopReport};
 
 #[napi(object)]
 pub struct NativeStdio {
@@ -296,16 +298,27 @@ impl NativeChild {
         self.watched.exit_status().map(exit_info)
     }
 
-    #[napi]
-    pub async fn stop(&self, options: NativeStopOptions) -> Result<NativeStopResult> {
+    /// Starts a stop that later callers can escalate through `control`.
+    /// Bad options throw here, before anything is sent.
+    #[napi(ts_return_type = "Promise<NativeStopResult>")]
+    pub fn stop<'env>(
+        &self,
+        env: &'env Env,
+        options: NativeStopOptions,
+        control: &NativeStopControl,
+    ) -> Result<PromiseRaw<'env, NativeStopResult>> {
         let started = Instant::now();
         let plan = stop_plan(&options)?;
         let group = options.group.unwrap_or(self.watched.pgid().is_some());
-        let mut target = ChildTarget::new(self.watched.clone(), group);
-        let report = stop::run(&mut target, &plan)
-            .await
-            .map_err(|e| io_err(&e, "kill"))?;
-        Ok(stop_result(report, started, self.watched.exit_status()))
+        let watched = self.watched.clone();
+        let escalation = control.escalation.clone();
+        env.spawn_future(async move {
+            let mut target = ChildTarget::new(watched.clone(), group);
+            let report = stop::run(&mut target, &plan, &escalation)
+                .await
+                .map_err(|e| io_err(&e, "kill"))?;
+            Ok(stop_result(report, started, watched.exit_status()))
+        })
     }
 }
 
@@ -480,19 +493,44 @@ pub struct NativeStopOptions {
 #[napi(object)]
 pub struct NativeStopResult {
     pub outcome: String,
+    /// A bare-pid stop found a live process on the pid, but not the one
+    /// `identity` names.
+    pub pid_reused: bool,
     pub signals: Vec<String>,
     pub elapsed_ms: f64,
     pub exit: Option<NativeExitInfo>,
 }
 
-fn duration_ms(ms: f64, what: &str) -> Result<Duration> {
-    if !ms.is_finite() || ms < 0.0 {
-        return Err(coded(
-            "ERR_OUT_OF_RANGE",
-            format!("{what} must be finite and >= 0"),
-        ));
+/// One running stop's escalation: passed to `stop`/`stopPid` when it starts,
+/// and tightened by later callers with their options (`escalate`).
+#[napi]
+pub struct NativeStopControl {
+    escalation: Escalation,
+}
+
+#[napi]
+impl NativeStopControl {
+    #[napi(constructor)]
+    #[allow(clippy::new_without_default)] // a JS constructor, not a Rust API
+    pub fn new() -> NativeStopControl {
+        NativeStopControl {
+            escalation: Escalation::new(),
+        }
     }
-    Ok(Duration::from_secs_f64(ms / 1000.0))
+
+    /// A later caller's options: the stop sends SIGKILL and gives up no
+    /// later than they would have (never later than it already would).
+    #[napi]
+    pub fn escalate(&self, options: NativeStopOptions) -> Result<()> {
+        let plan = stop_plan(&options)?;
+        self.escalation
+            .tighten(Deadlines::of(&plan, tokio::time::Instant::now()));
+        Ok(())
+    }
+}
+
+fn duration_ms(ms: f64, what: &str) -> Result<Millis> {
+    Millis::from_f64(ms).map_err(|e| coded("ERR_OUT_OF_RANGE", format!("{what} {e}, got {ms}")))
 }
 
 fn stop_plan(o: &NativeStopOptions) -> Result<StopPlan> {
@@ -506,6 +544,7 @@ fn stop_plan(o: &NativeStopOptions) -> Result<StopPlan> {
 fn stop_result(report: StopReport, started: Instant, exit: Option<ExitStatus>) -> NativeStopResult {
     NativeStopResult {
         outcome: report.outcome.as_str().to_owned(),
+        pid_reused: false,
         signals: report
             .signals
             .iter()
@@ -524,12 +563,15 @@ fn stop_io_err(e: std::io::Error) -> napi::Error {
 }
 
 /// Stops a bare pid (not a child of ours): pidfd-pinned, identity-checked.
-#[napi]
-pub async fn stop_pid(
+/// Bad arguments throw here, before anything is sent.
+#[napi(ts_return_type = "Promise<NativeStopResult>")]
+pub fn stop_pid<'env>(
+    env: &'env Env,
     pid: f64,
     options: NativeStopOptions,
     identity: Option<String>,
-) -> Result<NativeStopResult> {
+    control: &NativeStopControl,
+) -> Result<PromiseRaw<'env, NativeStopResult>> {
     let started = Instant::now();
     let pid = to_pid(pid)?;
     if pid == Pid::current() {
@@ -540,43 +582,49 @@ pub async fn stop_pid(
     }
     let plan = stop_plan(&options)?;
     let group = options.group.unwrap_or(false);
-    let identity = identity.as_deref();
-    let gone = || {
-        stop_result(
-            StopReport {
-                outcome: Outcome::AlreadyExited,
-                signals: vec![],
-            },
-            started,
-            None,
-        )
-    };
-    let use_pidfd = !exit_watch::forced_fallback();
-    let pidfd_target = if use_pidfd {
-        match PidfdTarget::open(pid, identity, group) {
-            Ok(t) => Some(t),
-            // No pidfd to be had (old kernel, EMFILE): poll instead.
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::ENOSYS) | Some(libc::EMFILE) | Some(libc::ENFILE)
-                ) =>
-            {
-                None
+    let escalation = control.escalation.clone();
+    env.spawn_future(async move {
+        let identity = identity.as_deref();
+        let nothing_sent = |pid_reused| NativeStopResult {
+            pid_reused,
+            ..stop_result(
+                StopReport {
+                    outcome: Outcome::AlreadyExited,
+                    signals: vec![],
+                },
+                started,
+                None,
+            )
+        };
+        let use_pidfd = !exit_watch::forced_fallback();
+        let pidfd_target = if use_pidfd {
+            match PidfdTarget::open(pid, identity, group) {
+                Ok(t) => Some(t),
+                // No pidfd to be had (old kernel, EMFILE): poll instead.
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::ENOSYS) | Some(libc::EMFILE) | Some(libc::ENFILE)
+                    ) =>
+                {
+                    None
+                }
+                Err(e) => return Err(stop_io_err(e)),
             }
-            Err(e) => return Err(stop_io_err(e)),
+        } else {
+            None
+        };
+        let report = match pidfd_target {
+            Some(Open::Gone) => return Ok(nothing_sent(false)),
+            Some(Open::Reused) => return Ok(nothing_sent(true)),
+            Some(Open::Target(mut t)) => stop::run(&mut t, &plan, &escalation).await,
+            None => match PollTarget::open(pid, identity, group).map_err(stop_io_err)? {
+                Open::Gone => return Ok(nothing_sent(false)),
+                Open::Reused => return Ok(nothing_sent(true)),
+                Open::Target(mut t) => stop::run(&mut t, &plan, &escalation).await,
+            },
         }
-    } else {
-        None
-    };
-    let report = match pidfd_target {
-        Some(Open::Gone) => return Ok(gone()),
-        Some(Open::Target(mut t)) => stop::run(&mut t, &plan).await,
-        None => match PollTarget::open(pid, identity, group).map_err(stop_io_err)? {
-            Open::Gone => return Ok(gone()),
-            Open::Target(mut t) => stop::run(&mut t, &plan).await,
-        },
-    }
-    .map_err(stop_io_err)?;
-    Ok(stop_result(report, started, None))
+        .map_err(stop_io_err)?;
+        Ok(stop_result(report, started, None))
+    })
 }
