@@ -4,7 +4,7 @@
 // a stop aimed at one of this process's own threads, and the fds a cycle of
 // spawn → check → exit leaves behind. Every back-end runs them (the suite is
 // run with PROCWARD_EXIT_WATCH unset, =tokio and =fallback).
-import { type ChildProcess, execFile, execFileSync, spawn as cpSpawn } from 'node:child_process'
+import { type ChildProcess, spawn as cpSpawn, execFile, execFileSync } from 'node:child_process'
 import { readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'

@@ -368,10 +368,7 @@ pub fn spawn_supervised(
         spawn::spawn(&cmd, !exit_watch::forced_fallback()).map_err(|e| spawn_err(e, &command))?;
     let seed = proc_info::IdentitySeed {
         start_time: proc_info::start_tick_between(before, sys::boottime_ns()),
-        inode: child
-            .pidfd
-            .as_ref()
-            .map(|fd| proc_info::pidfd_inode(std::os::fd::AsFd::as_fd(fd))),
+        inode: child.pidfd.as_ref().map(proc_info::pidfd_inode),
     };
     let pid = child.pid;
     let pgid = options.process_group.then_some(pid);

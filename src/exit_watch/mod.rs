@@ -6,7 +6,8 @@
 //! with that id: `killpg(pgid, SIGKILL)` can only reach the members of the
 //! group we created. After the reap, the same call could reach a stranger.
 //! So: see the exit (`waitid(WEXITED | WNOWAIT)`), sweep, reap
-//! (`waitid(P_PID, pid, WEXITED)`), then tell JS.
+//! (`waitid(WEXITED | WNOHANG)`: the zombie was seen, so it never blocks),
+//! then tell JS.
 //!
 //! Only ever by pidfd or pid: Node's libuv reaps its own children by pid
 //! too, and a `waitpid(-1)` or a SIGCHLD handler here would steal their
@@ -37,8 +38,9 @@
 //!   the reap. `Watched::settle` runs once, whoever calls it.
 //! - `fallback`: a small thread blocks in `waitid(P_PID, pid, WEXITED |
 //!   WNOWAIT)`. Used when no pidfd could be had (ENOSYS before Linux 5.3,
-//!   EMFILE), when registering it failed, or when `PROCWARD_EXIT_WATCH=fallback`
-//!   is set at load (the test suite runs through it that way).
+//!   EMFILE), when registering it or starting the runtime failed, or when
+//!   `PROCWARD_EXIT_WATCH=fallback` is set at load (the test suite runs
+//!   through it that way).
 //! - macOS: kqueue `EVFILT_PROC`/`NOTE_EXIT` (`macos`), written on this
 //!   seam but not compiled here (see README).
 //!

@@ -9,10 +9,11 @@
 //! with ESRCH even if the pid has been reused, so a stale fd can never show a
 //! newcomer's state.
 //!
-//! The cache never keeps the fds of a process that is gone: a slot whose
-//! pidfd reports an exit is dropped when it is next looked at, every miss
-//! first drops all such slots (one `poll` over the cached pidfds), and the
-//! exit watch drops the slot of a child it reaps ([`forget`]). Without a
+//! The cache does not keep the fds of a process that is gone: a slot whose
+//! pidfd reports an exit is dropped when it is next looked at, a miss first
+//! drops all such slots (one `poll` over the cached pidfds, at most every
+//! 100 ms), and the exit watch drops the slot of a child it reaps
+//! ([`forget`]) at once. Without a
 //! pidfd (kernel < 5.3, EMFILE, a thread id) nothing is cached.
 //!
 //! Thread ids share the pid space, and `/proc/<tid>` answers for a thread
@@ -30,6 +31,7 @@
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use super::stat::{self, Stat};
@@ -123,6 +125,10 @@ struct Slot {
 
 static CACHE: Mutex<Vec<Slot>> = Mutex::new(Vec::new());
 
+/// When the cache was last swept of exited processes (CLOCK_BOOTTIME ns).
+static SWEPT_AT: AtomicU64 = AtomicU64::new(0);
+const SWEEP_EVERY_NS: u64 = 100_000_000;
+
 fn cache() -> MutexGuard<'static, Vec<Slot>> {
     CACHE.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -130,14 +136,14 @@ fn cache() -> MutexGuard<'static, Vec<Slot>> {
 /// Drops the cached fds of `pid`: its process (our child) has just been
 /// reaped, and nothing should keep an fd of it.
 pub fn forget(pid: Pid) {
-    let gone: Vec<Slot> = {
+    // Usually one slot; two only if two threads cached the pid at once.
+    let mut gone = Vec::new();
+    {
         let mut cache = cache();
-        let (gone, keep) = std::mem::take(&mut *cache)
-            .into_iter()
-            .partition(|s| s.pid == pid.as_raw());
-        *cache = keep;
-        gone
-    };
+        while let Some(idx) = cache.iter().position(|s| s.pid == pid.as_raw()) {
+            gone.push(cache.remove(idx));
+        }
+    }
     // Closed outside the lock.
     drop(gone);
 }
@@ -190,8 +196,16 @@ fn pidfd_check(pid: Pid, want_inode: bool) -> PidfdCheck {
     let (dead, evicted) = {
         let mut cache = cache();
         // A miss is when the cache grows: first let go of every process
-        // that has exited since it was cached.
-        let dead = sweep(&mut cache);
+        // that has exited since it was cached (at most every SWEEP_EVERY:
+        // a poll over all slots would double the cost of a miss).
+        let now = sys::boottime_ns();
+        let due = now.saturating_sub(SWEPT_AT.load(Ordering::Relaxed)) >= SWEEP_EVERY_NS;
+        let dead = if due {
+            SWEPT_AT.store(now, Ordering::Relaxed);
+            sweep(&mut cache)
+        } else {
+            Vec::new()
+        };
         let evicted = (cache.len() >= CACHE_SLOTS).then(|| cache.remove(0));
         cache.push(Slot {
             pid: pid.as_raw(),
@@ -396,7 +410,8 @@ pub fn stat_and_identity_of_pidfd(
 
 /// The pidfd's inode, only where it identifies the process: on pidfs (6.9+).
 /// Before that every pidfd is an anon inode and they all share one number.
-pub fn pidfd_inode(fd: BorrowedFd<'_>) -> Option<u64> {
+pub fn pidfd_inode(fd: impl AsFd) -> Option<u64> {
+    let fd = fd.as_fd();
     // Asked of the fd itself (fstatfs), so the answer needs no spare fd; kept
     // once known (the kernel does not change under us).
     static PIDFS: OnceLock<bool> = OnceLock::new();
@@ -644,9 +659,11 @@ mod tests {
         assert!(process_info(pid_a).expect("info").is_some());
         assert!(is_running(pid_b).expect("liveness"));
         assert!(cached(pid_a) && cached(pid_b));
-        // Reaped behind the cache's back: the next miss sweeps it out.
+        // Reaped behind the cache's back: the next miss sweeps it out
+        // (once a sweep is due).
         a.kill().ok();
         a.wait().ok();
+        SWEPT_AT.store(0, Ordering::Relaxed);
         let (c, pid_c) = sleeper();
         assert!(is_running(pid_c).expect("liveness"));
         assert!(!cached(pid_a));
