@@ -278,7 +278,8 @@ class SupervisedProcess extends EventEmitter {
     return this.#native.pgid ?? null
   }
   get identity() {
-    return this.#native.identity
+    // Read from /proc on first use unless known at spawn; EMFILE can throw.
+    return callNative(() => this.#native.identity)
   }
   /** 'pidfd' | 'pidfd-tokio' | 'fallback' */
   get exitWatch() {
