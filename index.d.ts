@@ -72,7 +72,10 @@ export interface SpawnSupervisedOptions {
   processGroup?: boolean
   /** Default true: SIGKILL the group after the leader exits, before it is reaped. */
   killGroupOnExit?: boolean
-  /** Linux: the signal the child gets if this process dies. Default 'SIGKILL'. */
+  /**
+   * Linux: the signal the child gets if this process dies. Default 'SIGKILL'.
+   * macOS has no such mechanism: accepted there, without effect.
+   */
   parentDeathSignal?: Signal | false
   /** Abort ⇒ `stop()` with the `stop` defaults. Already aborted ⇒ throws AbortError. */
   signal?: AbortSignal
@@ -99,9 +102,10 @@ export declare class SupervisedProcess extends EventEmitter {
   /**
    * How the exit is watched: 'pidfd' (polled by this thread's event loop),
    * 'pidfd-tokio' (a native runtime task; runtimes without libuv, or
-   * PROCWARD_EXIT_WATCH=tokio) or 'fallback' (a waiter thread: no pidfd).
+   * PROCWARD_EXIT_WATCH=tokio) or 'fallback' (a waiter thread: no pidfd);
+   * on macOS 'kqueue' (EVFILT_PROC on a native runtime task) or 'fallback'.
    */
-  readonly exitWatch: 'pidfd' | 'pidfd-tokio' | 'fallback'
+  readonly exitWatch: 'pidfd' | 'pidfd-tokio' | 'kqueue' | 'fallback'
   /**
    * Signals the child alone, like child_process. false once it has exited
    * (a zombie included); never reaches a process that reused the pid.

@@ -189,7 +189,7 @@ class SupervisedProcess extends EventEmitter {
   get identity() {
     return this.#native.identity
   }
-  /** 'pidfd' | 'pidfd-tokio' | 'fallback' */
+  /** 'pidfd' | 'pidfd-tokio' | 'kqueue' | 'fallback' */
   get exitWatch() {
     return this.#native.backend
   }

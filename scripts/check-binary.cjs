@@ -73,12 +73,77 @@ function elf(buf) {
   return { format: 'ELF', shared: type === 3, cpu: machine, needed, exports, glibc }
 }
 
+// Library ordinal meaning "look the symbol up in every loaded image".
+const FLAT_LOOKUP = -2
+
+function uleb(buf, p) {
+  let r = 0
+  let shift = 0
+  let b
+  do {
+    b = buf[p.o++]
+    r += (b & 0x7f) * 2 ** shift
+    shift += 7
+  } while (b & 0x80)
+  return r
+}
+
+// The bind opcode streams of LC_DYLD_INFO (<mach-o/loader.h>): symbol name →
+// library ordinal it is bound to (negative: special, -2 flat lookup).
+function bindOpcodes(buf, cmd) {
+  const out = new Map()
+  for (const at of [16, 24, 32]) {
+    const start = buf.readUInt32LE(cmd + at)
+    const end = start + buf.readUInt32LE(cmd + at + 4)
+    const p = { o: start }
+    let ordinal = 0
+    let symbol = ''
+    while (p.o < end) {
+      const op = buf[p.o] & 0xf0
+      const imm = buf[p.o++] & 0x0f
+      if (op === 0x10) ordinal = imm
+      else if (op === 0x20) ordinal = uleb(buf, p)
+      else if (op === 0x30) ordinal = imm === 0 ? 0 : imm - 16
+      else if (op === 0x40) {
+        const nul = buf.indexOf(0, p.o)
+        symbol = buf.toString('latin1', p.o, nul).slice(1)
+        p.o = nul + 1
+      } else if (op === 0x60 || op === 0x70 || op === 0x80 || op === 0xa0) uleb(buf, p)
+      else if (op === 0xc0) {
+        uleb(buf, p)
+        uleb(buf, p)
+      }
+      if (op >= 0x90 && op <= 0xc0) out.set(symbol, ordinal)
+    }
+  }
+  return out
+}
+
+// The imports table of LC_DYLD_CHAINED_FIXUPS (<mach-o/fixup-chains.h>),
+// import format 1: lib_ordinal:8, weak:1, name_offset:23.
+function chainedImports(buf, off) {
+  const out = new Map()
+  const importsOff = off + buf.readUInt32LE(off + 8)
+  const symbolsOff = off + buf.readUInt32LE(off + 12)
+  const count = buf.readUInt32LE(off + 16)
+  if (buf.readUInt32LE(off + 20) !== 1) throw new Error('unknown chained import format')
+  for (let i = 0; i < count; i++) {
+    const v = buf.readUInt32LE(importsOff + i * 4)
+    const ordinal = v & 0xff
+    out.set(cstr(buf, symbolsOff + (v >>> 9)).slice(1), ordinal > 0xf0 ? ordinal - 256 : ordinal)
+  }
+  return out
+}
+
 function macho(buf) {
   const cpu = { 16777223: 'x64', 16777228: 'arm64' }[buf.readUInt32LE(4)] ?? `cputype ${buf.readUInt32LE(4)}`
   const filetype = buf.readUInt32LE(12)
   const ncmds = buf.readUInt32LE(16)
   const needed = []
   const exports = new Set()
+  // napi_* functions are Node's own: dyld must look them up at load time
+  // (`-undefined dynamic_lookup`), never in a library a Node install lacks.
+  let imports = new Map()
   let signed = false
   let minos = null
   let o = 32
@@ -87,6 +152,8 @@ function macho(buf) {
     const size = buf.readUInt32LE(o + 4)
     if (cmd === 0xc) needed.push(cstr(buf, o + buf.readUInt32LE(o + 8))) // LC_LOAD_DYLIB
     if (cmd === 0x1d) signed = true // LC_CODE_SIGNATURE
+    if (cmd === 0x80000022 || cmd === 0x22) imports = bindOpcodes(buf, o) // LC_DYLD_INFO(_ONLY)
+    if (cmd === 0x80000034) imports = chainedImports(buf, buf.readUInt32LE(o + 8)) // LC_DYLD_CHAINED_FIXUPS
     if (cmd === 0x32) {
       // LC_BUILD_VERSION: minos is xxxx.yy.zz in nibbles
       const v = buf.readUInt32LE(o + 12)
@@ -105,7 +172,8 @@ function macho(buf) {
     }
     o += size
   }
-  return { format: 'Mach-O', shared: filetype === 6, cpu, needed, exports, signed, minos }
+  const napiImports = [...imports].filter(([name]) => name.startsWith('napi_'))
+  return { format: 'Mach-O', shared: filetype === 6, cpu, needed, exports, signed, minos, napiImports }
 }
 
 function check(file, key) {
@@ -144,7 +212,14 @@ function check(file, key) {
     if (b.minos[0] > min[0] || (b.minos[0] === min[0] && b.minos[1] > min[1])) {
       throw new Error(`needs macOS ${b.minos.join('.')}, newer than ${min.join('.')}`)
     }
-    notes.push(`macOS >= ${b.minos.join('.')}`, b.signed ? 'signed' : 'unsigned')
+    if (b.napiImports.length === 0) throw new Error('imports no napi_* function: not a napi addon?')
+    const bound = b.napiImports.find(([, ordinal]) => ordinal !== FLAT_LOOKUP)
+    if (bound) throw new Error(`${bound[0]} is bound to library #${bound[1]}, not looked up at load time`)
+    notes.push(
+      `${b.napiImports.length} napi_* imports looked up at load time`,
+      `macOS >= ${b.minos.join('.')}`,
+      b.signed ? 'signed' : 'unsigned',
+    )
   }
   return notes.join(', ')
 }

@@ -80,7 +80,14 @@ for t in "${TARGETS[@]}"; do
     timed "$t: cargo clippy -D warnings" \
       cargo clippy --quiet --all-targets --target "$t" "${BUILD_STD[@]}" -- -D warnings
   fi
-  timed "$t: cargo build --release" cargo build --quiet --release --lib --target "$t" "${BUILD_STD[@]}"
+  # rustc strips an Apple binary after linking with rust-objcopy, which
+  # Debian's Rust does not ship, and which would also void the signature
+  # the linker put on an arm64 binary: the linker strips it instead (see
+  # cross-toolchain.sh).
+  strip=()
+  [[ "$t" == *-apple-darwin ]] && strip=(env CARGO_PROFILE_RELEASE_STRIP=false)
+  timed "$t: cargo build --release" \
+    "${strip[@]}" cargo build --quiet --release --lib --target "$t" "${BUILD_STD[@]}"
   lib="target/$t/release/libprocward.so"
   [[ "$t" == *-apple-darwin ]] && lib="target/$t/release/libprocward.dylib"
   cp "$lib" "npm/$key/procward.$key.node"

@@ -75,7 +75,7 @@ ZIG="$ZIG_DIR/zig"
 
 # One wrapper per target: rustc calls it as `cc`; it runs `zig cc` for the
 # zig target and drops or rewrites what zig does not take.
-#   -arch X, -mmacosx-version-min=V: rustc's Apple flags; -target says it.
+#   -arch X, -mmacosx-version-min=V: rustc's Apple flags; -target says both.
 #   -liconv: rustc's Apple std asks for it; libSystem already has iconv.
 #   a lone -Wl: napi-build passes `-Wl -undefined dynamic_lookup` as three
 #     arguments; `-undefined dynamic_lookup` alone is what zig understands
@@ -110,8 +110,10 @@ EOF
 mkdir -p "$WRAPPERS"
 # glibc 2.17 for arm64 Linux: the oldest glibc Rust's std supports, so the
 # binary loads on every distribution Node's own arm64 build loads on.
-write_wrapper x86_64-apple-darwin x86_64-macos
-write_wrapper aarch64-apple-darwin aarch64-macos
+# The oldest macOS Node 20 runs on, per CPU: without a version zig would
+# stamp the newest it knows, and older macOS would refuse the binary.
+write_wrapper x86_64-apple-darwin x86_64-macos.10.15
+write_wrapper aarch64-apple-darwin aarch64-macos.11.0
 write_wrapper aarch64-unknown-linux-gnu aarch64-linux-gnu.2.17
 write_wrapper x86_64-unknown-linux-musl x86_64-linux-musl
 write_wrapper aarch64-unknown-linux-musl aarch64-linux-musl

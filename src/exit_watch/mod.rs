@@ -22,19 +22,22 @@
 //!   WNOWAIT)`. Used when no pidfd could be had (ENOSYS before Linux 5.3,
 //!   EMFILE), when registering it failed, or when `PROCWARD_EXIT_WATCH=fallback`
 //!   is set at load (the test suite runs through it that way).
-//! - macOS: kqueue `EVFILT_PROC`/`NOTE_EXIT` (`macos`), written on this
-//!   seam but not compiled here (see README).
+//! - `kqueue` (`macos`): kqueue `EVFILT_PROC`/`NOTE_EXIT` on procward's
+//!   runtime; `fallback` there too. Each OS module provides `watch` and
+//!   `watch_beside_loop` (Linux's are below).
 //!
 //! The watcher owns everything it needs (`Arc<Watched>`), so a JS handle
 //! that is dropped, collected or `unref()`ed never leaves a zombie.
 
-#[cfg(target_os = "linux")]
 mod fallback;
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "macos")]
 mod macos;
+#[cfg(target_os = "macos")]
+pub use macos::{watch, watch_beside_loop};
 
+#[cfg(target_os = "linux")]
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -90,6 +93,8 @@ pub enum Backend {
     PidfdTokio,
     /// A thread blocked in waitid.
     Fallback,
+    /// macOS: a kqueue (`EVFILT_PROC`/`NOTE_EXIT`) awaited on procward's runtime.
+    Kqueue,
 }
 
 fn forced() -> Option<&'static str> {
@@ -239,6 +244,7 @@ pub fn register(pid: Pid, pgid: Option<Pid>, sweep_group: bool) -> Arc<Watched> 
 /// The native reaper beside the JS loop (see `js_loop`): settles the child
 /// itself only if the loop has not done so within `defer` of the exit — at
 /// once when the loop is free, a millisecond later when it is blocked.
+#[cfg(target_os = "linux")]
 pub fn watch_beside_loop(
     watched: &Arc<Watched>,
     pidfd: Option<OwnedFd>,
@@ -252,6 +258,7 @@ pub fn watch_beside_loop(
 
 /// Starts watching a freshly spawned child on a back-end of this module.
 /// `on_exit` runs (on a runtime or waiter thread) after the reap.
+#[cfg(target_os = "linux")]
 pub fn watch(
     watched: &Arc<Watched>,
     pidfd: Option<OwnedFd>,
