@@ -19,6 +19,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::time::Duration;
 
 use crate::pid::{Pid, Signal};
 
@@ -101,6 +102,7 @@ pub fn waitid_pid(pid: Pid, flags: libc::c_int) -> io::Result<WaitStatus> {
     if flags & libc::WNOWAIT == 0 {
         return reap(pid, nohang);
     }
+    let mut backoff = Duration::from_millis(1);
     loop {
         let seen = peek(pid)?;
         if nohang || seen != WaitStatus::StillAlive {
@@ -108,11 +110,23 @@ pub fn waitid_pid(pid: Pid, flags: libc::c_int) -> io::Result<WaitStatus> {
         }
         // Blocking peek. macOS's waitid would return at once for a stopped
         // child, so the wait is a kqueue NOTE_EXIT instead, then a peek.
-        match kqueue_for_exit(pid)? {
-            Some(kq) => wait_kqueue(&kq)?,
+        match kqueue_for_exit(pid) {
+            Ok(Some(kq)) => {
+                // NOTE_EXIT only fires after registration: an exit just
+                // before it is seen by this peek instead.
+                if peek(pid)? == WaitStatus::StillAlive {
+                    wait_kqueue(&kq)?;
+                }
+            }
             // ESRCH: the process is past the point where it can be watched
             // (exiting or already a zombie); it is waitable within moments.
-            None => std::thread::yield_now(),
+            Ok(None) => std::thread::yield_now(),
+            // No kqueue to be had (EMFILE...): this is a waiter thread of
+            // its own, so poll, backing off to 50 ms.
+            Err(_) => {
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(Duration::from_millis(50));
+            }
         }
     }
 }

@@ -25,16 +25,20 @@ use crate::sys::{self, WaitStatus};
 
 fn start(watched: Arc<Watched>, kq: OwnedFd, on_exit: OnExit) -> io::Result<()> {
     crate::runtime::handle()?.spawn(async move {
-        // SAFETY: the OwnedFd moves into the AsyncFd and stays open (same
-        // fd) until the AsyncFd is dropped.
-        if let Ok(afd) = unsafe { AsyncFd::register_with_interest(kq, Interest::READABLE) } {
-            let _ = afd.readable().await;
+        let peek = || sys::waitid_pid(watched.pid, libc::WEXITED | libc::WNOWAIT | libc::WNOHANG);
+        // NOTE_EXIT fires only for an exit after the kqueue was registered;
+        // one just before is seen by this peek.
+        if matches!(peek(), Ok(WaitStatus::StillAlive)) {
+            // SAFETY: the OwnedFd moves into the AsyncFd and stays open
+            // (same fd) until the AsyncFd is dropped.
+            if let Ok(afd) = unsafe { AsyncFd::register_with_interest(kq, Interest::READABLE) } {
+                let _ = afd.readable().await;
+            }
         }
         // NOTE_EXIT fired (or the reactor refused the kqueue). kqueue(2)
         // does not promise the child is waitable at that instant: peek, and
         // if it is not yet, finish the wait on a blocking thread.
-        let seen = match sys::waitid_pid(watched.pid, libc::WEXITED | libc::WNOWAIT | libc::WNOHANG)
-        {
+        let seen = match peek() {
             Ok(WaitStatus::StillAlive) => {
                 let w = watched.clone();
                 tokio::task::spawn_blocking(move || fallback::wait_exit(&w))
