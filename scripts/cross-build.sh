@@ -88,8 +88,8 @@ for t in "${TARGETS[@]}"; do
   [[ "$t" == *-apple-darwin ]] && strip=(env CARGO_PROFILE_RELEASE_STRIP=false)
   timed "$t: cargo build --release" \
     "${strip[@]}" cargo build --quiet --release --lib --target "$t" "${BUILD_STD[@]}"
-  lib="target/$t/release/libprocward.so"
-  [[ "$t" == *-apple-darwin ]] && lib="target/$t/release/libprocward.dylib"
+  lib="${CARGO_TARGET_DIR:-target}/$t/release/libprocward.so"
+  [[ "$t" == *-apple-darwin ]] && lib="${CARGO_TARGET_DIR:-target}/$t/release/libprocward.dylib"
   cp "$lib" "npm/$key/procward.$key.node"
   node scripts/check-binary.cjs "npm/$key/procward.$key.node" "$key"
 done
