@@ -15,3 +15,16 @@ it('takes its binary from the procward-linux-x64-gnu package; procward itself sh
   expect(require('procward').isProcessRunning(process.pid)).toBe(true)
   expect(require.cache[binary]).toBeDefined()
 })
+
+it('depends on every platform package of its own version, optionally', () => {
+  const pkg = require('procward/package.json') as { version: string; optionalDependencies?: Record<string, string> }
+  const platforms = [
+    'linux-x64-gnu',
+    'linux-x64-musl',
+    'linux-arm64-gnu',
+    'linux-arm64-musl',
+    'darwin-x64',
+    'darwin-arm64',
+  ]
+  expect(pkg.optionalDependencies).toEqual(Object.fromEntries(platforms.map((p) => [`procward-${p}`, pkg.version])))
+})

@@ -82,12 +82,14 @@ for t in "${TARGETS[@]}"; do
   fi
   # rustc strips an Apple binary after linking with rust-objcopy, which
   # Debian's Rust does not ship, and which would also void the signature
-  # the linker put on an arm64 binary: the linker strips it instead (see
-  # cross-toolchain.sh).
-  strip=()
-  [[ "$t" == *-apple-darwin ]] && strip=(env CARGO_PROFILE_RELEASE_STRIP=false)
+  # the linker put on an arm64 binary: the linker drops the local symbols
+  # instead (-Wl,-x, see cross-toolchain.sh).
+  # And rustc looks for the macOS SDK with xcrun unless SDKROOT names one:
+  # zig's stubs are the SDK here.
+  apple=()
+  [[ "$t" == *-apple-darwin ]] && apple=(env CARGO_PROFILE_RELEASE_STRIP=false SDKROOT="$LINKERS/../macos-sdk")
   timed "$t: cargo build --release" \
-    "${strip[@]}" cargo build --quiet --release --lib --target "$t" "${BUILD_STD[@]}"
+    "${apple[@]}" cargo build --quiet --release --lib --target "$t" "${BUILD_STD[@]}"
   lib="${CARGO_TARGET_DIR:-target}/$t/release/libprocward.so"
   [[ "$t" == *-apple-darwin ]] && lib="${CARGO_TARGET_DIR:-target}/$t/release/libprocward.dylib"
   cp "$lib" "npm/$key/procward.$key.node"

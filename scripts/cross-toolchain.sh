@@ -15,6 +15,7 @@
 # the developers' machines are root).
 #
 # Usage: scripts/cross-toolchain.sh [--with-qemu]   → prints the wrapper dir
+# (its sibling macos-sdk is the SDK root for the Apple targets)
 set -euo pipefail
 
 WITH_QEMU=0
@@ -85,8 +86,11 @@ ZIG="$ZIG_DIR/zig"
 #     arguments; `-undefined dynamic_lookup` alone is what zig understands
 #     (a Node addon resolves napi_* against the node binary at load time).
 #   -lgcc_s: glibc targets; zig links its own unwinder.
+#   extra arguments ($3): -Wl,-x for macOS drops local symbols at link time
+#     (rustc's own strip needs rust-objcopy, and a strip after the link
+#     would void the signature zig puts on an arm64 binary).
 write_wrapper() {
-  local name="$1" zig_target="$2" file="$WRAPPERS/$1"
+  local name="$1" zig_target="$2" extra="${3:-}" file="$WRAPPERS/$1"
   local body
   body="$(cat <<EOF
 #!/usr/bin/env bash
@@ -101,7 +105,7 @@ for a in "\$@"; do
     *) args+=("\$a") ;;
   esac
 done
-exec "$ZIG" cc -target $zig_target "\${args[@]}"
+exec "$ZIG" cc -target $zig_target "\${args[@]}"${extra:+ $extra}
 EOF
 )"
   if [ ! -x "$file" ] || [ "$(cat "$file")" != "$body" ]; then
@@ -116,10 +120,14 @@ mkdir -p "$WRAPPERS"
 # binary loads on every distribution Node's own arm64 build loads on.
 # The oldest macOS Node 20 runs on, per CPU: without a version zig would
 # stamp the newest it knows, and older macOS would refuse the binary.
-write_wrapper x86_64-apple-darwin x86_64-macos.10.15
-write_wrapper aarch64-apple-darwin aarch64-macos.11.0
+write_wrapper x86_64-apple-darwin x86_64-macos.10.15 -Wl,-x
+write_wrapper aarch64-apple-darwin aarch64-macos.11.0 -Wl,-x
 write_wrapper aarch64-unknown-linux-gnu aarch64-linux-gnu.2.17
 write_wrapper x86_64-unknown-linux-musl x86_64-linux-musl
 write_wrapper aarch64-unknown-linux-musl aarch64-linux-musl
+
+# zig's own macOS SDK stubs (libSystem.tbd, SDKSettings.json): what rustc
+# asks xcrun for on a Mac; cross-build.sh names it in SDKROOT.
+ln -sfn "$ZIG_DIR/lib/libc/darwin" "$CACHE/macos-sdk"
 
 echo "$WRAPPERS"

@@ -154,6 +154,11 @@ fn attributes(prep: &Prepared) -> Result<Attr, SpawnError> {
     Ok(attr)
 }
 
+fn is_open(fd: c_int) -> bool {
+    // SAFETY: F_GETFD on an fd number only reads our fd table.
+    unsafe { libc::fcntl(fd, libc::F_GETFD) != -1 }
+}
+
 fn file_actions(prep: &Prepared) -> Result<Actions, SpawnError> {
     let mut actions = Actions::new()?;
     for (target, spec) in prep.child_stdio.iter().enumerate() {
@@ -163,10 +168,13 @@ fn file_actions(prep: &Prepared) -> Result<Actions, SpawnError> {
             // Every source fd is 3 or above (`above_stdio`), never a target.
             // SAFETY: records a dup2 in the object we own.
             check(unsafe { libc::posix_spawn_file_actions_adddup2(&mut actions.0, src, target) })?;
-        } else {
+        } else if is_open(target) {
             // SAFETY: records an inherit in the object we own.
             check(unsafe { posix_spawn_file_actions_addinherit_np(&mut actions.0, target) })?;
         }
+        // else: our own fd `target` is closed, and the child's stays closed
+        // (an inherit of a closed fd would fail the whole spawn with EBADF,
+        // where Linux simply passes the closed slot on).
     }
     if let Some(cwd) = &prep.cwd {
         // SAFETY: copies the NUL-terminated path into the object we own.
