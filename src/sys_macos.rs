@@ -158,16 +158,32 @@ fn peek(pid: Pid) -> io::Result<WaitStatus> {
     }
     // SAFETY: zeroed and possibly filled by the kernel: initialised either way.
     let info = unsafe { info.assume_init() };
-    if info.si_pid == 0 {
-        return Ok(WaitStatus::StillAlive);
+    Ok(peeked(info.si_pid, info.si_code, info.si_status))
+}
+
+/// What a `WEXITED | WNOWAIT | WNOHANG` waitid answer means on macOS.
+fn peeked(si_pid: libc::pid_t, si_code: libc::c_int, si_status: libc::c_int) -> WaitStatus {
+    if si_pid == 0 {
+        return WaitStatus::StillAlive;
     }
-    let status = info.si_status;
-    Ok(match info.si_code {
-        libc::CLD_EXITED => WaitStatus::Exited(status),
-        libc::CLD_KILLED | libc::CLD_DUMPED => WaitStatus::Signaled(status),
-        // CLD_STOPPED, CLD_CONTINUED, CLD_TRAPPED: not an exit.
+    match si_code {
+        libc::CLD_EXITED => WaitStatus::Exited(si_status),
+        libc::CLD_KILLED | libc::CLD_DUMPED => WaitStatus::Signaled(si_status),
+        // CLD_STOPPED, CLD_CONTINUED, CLD_TRAPPED: not an exit, whatever
+        // WEXITED asked for.
         _ => WaitStatus::StillAlive,
-    })
+    }
+}
+
+/// A `waitpid` status (never a stop: no WUNTRACED was asked for).
+fn reaped(status: libc::c_int) -> WaitStatus {
+    if libc::WIFEXITED(status) {
+        WaitStatus::Exited(libc::WEXITSTATUS(status))
+    } else if libc::WIFSIGNALED(status) {
+        WaitStatus::Signaled(libc::WTERMSIG(status))
+    } else {
+        WaitStatus::StillAlive
+    }
 }
 
 /// `waitpid(pid, WNOHANG?)`: reaps the child; never reports a stop (no
@@ -189,13 +205,7 @@ fn reap(pid: Pid, nohang: bool) -> io::Result<WaitStatus> {
             return Err(err);
         }
     }
-    Ok(if libc::WIFEXITED(status) {
-        WaitStatus::Exited(libc::WEXITSTATUS(status))
-    } else if libc::WIFSIGNALED(status) {
-        WaitStatus::Signaled(libc::WTERMSIG(status))
-    } else {
-        WaitStatus::StillAlive
-    })
+    Ok(reaped(status))
 }
 
 /// A kqueue that turns readable when `pid` exits (`EVFILT_PROC`,
@@ -261,5 +271,39 @@ pub fn wait_kqueue(kq: &OwnedFd) -> io::Result<()> {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         }
+    }
+}
+
+// Pure decoding only: these run on a Mac (`cargo test` there); here they are
+// compiled and linted for both Apple targets by scripts/cross-build.sh.
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stopped_child_has_not_exited() {
+        // macOS answers WEXITED | WNOWAIT with a stop (CLD_STOPPED).
+        assert_eq!(
+            peeked(42, libc::CLD_STOPPED, libc::SIGSTOP),
+            WaitStatus::StillAlive
+        );
+        assert_eq!(peeked(42, libc::CLD_CONTINUED, 0), WaitStatus::StillAlive);
+        assert_eq!(peeked(0, 0, 0), WaitStatus::StillAlive);
+        assert_eq!(peeked(42, libc::CLD_EXITED, 3), WaitStatus::Exited(3));
+        assert!(matches!(
+            peeked(42, libc::CLD_KILLED, 0),
+            WaitStatus::Signaled(_)
+        ));
+    }
+
+    #[test]
+    fn waitpid_statuses() {
+        // <sys/wait.h>: exit code in bits 8..16, a signal in the low 7 bits.
+        assert_eq!(reaped(3 << 8), WaitStatus::Exited(3));
+        assert_eq!(reaped(libc::SIGKILL), WaitStatus::Signaled(libc::SIGKILL));
+        assert_eq!(
+            reaped(libc::SIGSEGV | 0x80),
+            WaitStatus::Signaled(libc::SIGSEGV)
+        );
     }
 }
