@@ -90,6 +90,7 @@ export interface SpawnSupervisedOptions {
    * program changes its own uid/gid (a daemon dropping to `nobody` by itself)
    * or execs a set-user-ID/set-group-ID or file-capability binary. Such a
    * child outlives a SIGKILLed supervisor; give it `uid`/`gid` here instead.
+   * macOS has no such mechanism: accepted there, without effect.
    */
   parentDeathSignal?: Signal | false | undefined
   /**
@@ -187,9 +188,10 @@ export declare class SupervisedProcess<T extends SupervisedShape = SupervisedSha
   /**
    * How the exit is watched: 'pidfd' (polled by this thread's event loop),
    * 'pidfd-tokio' (a native runtime task; runtimes without libuv, or
-   * PROCWARD_EXIT_WATCH=tokio) or 'fallback' (a waiter thread: no pidfd).
+   * PROCWARD_EXIT_WATCH=tokio) or 'fallback' (a waiter thread: no pidfd);
+   * on macOS 'kqueue' (EVFILT_PROC on a native runtime task) or 'fallback'.
    */
-  readonly exitWatch: 'pidfd' | 'pidfd-tokio' | 'fallback'
+  readonly exitWatch: 'pidfd' | 'pidfd-tokio' | 'kqueue' | 'fallback'
   /**
    * Signals the child alone, like child_process. false once it has exited
    * (a zombie included); never reaches a process that reused the pid.
