@@ -6,10 +6,13 @@
 #![deny(clippy::all)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod binding;
 pub mod errors;
 pub mod exit_watch;
 #[cfg(target_os = "linux")]
 mod js_loop;
+#[cfg(target_os = "linux")]
+pub mod lock;
 pub mod pid;
 pub mod proc_info;
 mod runtime;
