@@ -127,11 +127,15 @@ function parseRecord(text) {
   return Object.freeze({ pid, identity, hostname, acquiredAt, purpose })
 }
 
-/** Zombie- and reuse-aware; null when it cannot be known here. */
+/**
+ * Zombie- and reuse-aware, and false for a holder already exiting (a killed
+ * holder's lock is free microseconds before it is a zombie); null when it
+ * cannot be known here.
+ */
 function holderRunning(holder) {
   if (holder === null || holder.identity === '' || holder.hostname !== os.hostname()) return null
   try {
-    return native.isProcessRunning(holder.pid, holder.identity)
+    return native.lockHolderRunning(holder.pid, holder.identity)
   } catch {
     // hidepid and the like: the process may exist, we cannot see it.
     return null

@@ -6,7 +6,7 @@
 #![deny(clippy::all)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
-mod binding;
+pub mod binding;
 pub mod errors;
 pub mod exit_watch;
 #[cfg(target_os = "linux")]

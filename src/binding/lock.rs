@@ -14,6 +14,8 @@ use napi_derive::napi;
 
 use crate::errors::{coded, errno_name};
 use crate::lock::{self, Acquired, Cancel, LockFile, OpenError, WaitEnd, Waiter};
+use crate::pid::Pid;
+use crate::proc_info::InfoError;
 
 /// Errno names `errors::errno_name` does not know and a lock can meet.
 fn lock_errno_name(errno: i32) -> &'static str {
@@ -245,5 +247,19 @@ pub fn lock_read(path: String) -> Result<NativeLockInfo> {
             held: false,
             record: String::new(),
         },
+    })
+}
+
+/// Whether the holder a record names runs now: zombie- and reuse-aware, and
+/// false for a holder already on its way out (see `lock::holder_running`).
+#[napi]
+pub fn lock_holder_running(pid: f64, identity: String) -> Result<bool> {
+    let pid = Pid::from_f64(pid).map_err(|e| coded("ERR_OUT_OF_RANGE", e))?;
+    lock::holder_running(pid, &identity).map_err(|e| match e {
+        InfoError::Hidden => coded(
+            "EACCES",
+            "the process exists but /proc (hidepid) does not show it",
+        ),
+        InfoError::Io(e) => os_err(&e, "read", "/proc"),
     })
 }

@@ -380,6 +380,41 @@ pub(super) fn hostname() -> String {
     String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
+// ---- a holder on its way out ------------------------------------------------------
+
+/// `PF_EXITING` (include/linux/sched.h): set in `do_exit` by `exit_signals`,
+/// before `exit_files` closes the process's descriptors.
+const PF_EXITING: u64 = 0x4;
+
+/// Whether the process with this pid and start time is exiting. A holder
+/// killed by a signal loses its lock when its files close in `do_exit`,
+/// microseconds before it is a zombie and before a pidfd reports its exit;
+/// in between, only this flag (field 9 of `/proc/<pid>/stat`) tells.
+/// False when the stat cannot be read or belongs to another process.
+pub(super) fn exiting(pid: i32, start_time: u64) -> bool {
+    let Ok(stat) = std::fs::read(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    parse_exiting(&stat, start_time)
+}
+
+fn parse_exiting(stat: &[u8], start_time: u64) -> bool {
+    // Fields after the name's last ')': index 0 is field 3 (state).
+    let Some(close) = stat.iter().rposition(|&b| b == b')') else {
+        return false;
+    };
+    let Ok(rest) = std::str::from_utf8(&stat[close + 1..]) else {
+        return false;
+    };
+    let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
+    let flags = fields.get(9 - 3).and_then(|f| f.parse::<u64>().ok());
+    let started = fields.get(22 - 3).and_then(|f| f.parse::<u64>().ok());
+    match (flags, started) {
+        (Some(flags), Some(started)) => started == start_time && flags & PF_EXITING != 0,
+        _ => false,
+    }
+}
+
 // ---- /proc/locks --------------------------------------------------------------
 
 /// What `/proc/locks` says about flock locks on one file.
@@ -440,15 +475,20 @@ pub(super) fn flocks(id: &FileId) -> Option<Flocks> {
 /// namespace: elsewhere the kernel omits every lock whose owner's pid is not
 /// visible there (a holder in another container sharing the file), and only
 /// on filesystems whose stat ids match the ones it prints.
+///
+/// `PROCWARD_LOCK_PROBE=1` in the environment (read once) makes every absence
+/// unproven, so the probe path can be tested here.
 pub(super) fn absence_is_proof(id: &FileId) -> bool {
-    // PROC_PID_INIT_INO: the initial pid namespace's fixed inode number.
-    static INIT_NS: OnceLock<bool> = OnceLock::new();
-    let init = *INIT_NS.get_or_init(|| {
-        std::fs::read_link("/proc/self/ns/pid")
+    static TRUSTED: OnceLock<bool> = OnceLock::new();
+    let trusted = *TRUSTED.get_or_init(|| {
+        let forced = std::env::var_os("PROCWARD_LOCK_PROBE").is_some_and(|v| v == "1");
+        // PROC_PID_INIT_INO: the initial pid namespace's fixed inode number.
+        let init = std::fs::read_link("/proc/self/ns/pid")
             .map(|l| l.as_os_str().as_bytes() == b"pid:[4026531836]")
-            .unwrap_or(false)
+            .unwrap_or(false);
+        init && !forced
     });
-    init && id.ids_reliable
+    trusted && id.ids_reliable
 }
 
 // ---- an interruptible blocking flock ------------------------------------------
@@ -755,6 +795,29 @@ garbage
             parse_proc_locks(waiting_only, 8, 0x11, 9),
             Flocks::default()
         );
+    }
+
+    #[test]
+    fn exiting_flag() {
+        let line = |flags: u64| {
+            format!(
+                "4242 (a) b) R 1 4242 1 0 -1 {flags} 0 0 0 0 0 0 0 0 20 0 1 0 987654 0 0 1 1 1\n"
+            )
+        };
+        assert!(parse_exiting(line(0x40_4044).as_bytes(), 987654));
+        assert!(!parse_exiting(line(0x40_4040).as_bytes(), 987654));
+        // Another process on the pid: not the holder's flags.
+        assert!(!parse_exiting(line(0x40_4044).as_bytes(), 987655));
+        assert!(!parse_exiting(b"garbage", 1));
+        // This process is not exiting.
+        let me = std::fs::read_to_string("/proc/self/stat").unwrap();
+        let start: u64 = me[me.rfind(')').unwrap() + 1..]
+            .split_ascii_whitespace()
+            .nth(19)
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(!exiting(std::process::id() as i32, start));
     }
 
     #[test]

@@ -314,6 +314,22 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (y, m, d)
 }
 
+// ---- is the recorded holder running? ----------------------------------------------
+
+/// Running as the process the record names (zombie- and reuse-aware), and
+/// not on its way out: a holder killed by a signal releases the lock when
+/// its files close, before it is a zombie, and for those microseconds
+/// `is_running_as` still sees it running (see `exiting`).
+pub fn holder_running(pid: Pid, identity: &str) -> Result<bool, crate::proc_info::InfoError> {
+    if !crate::proc_info::is_running_as(pid, identity)? {
+        return Ok(false);
+    }
+    let Some(id) = crate::proc_info::Identity::decode(identity) else {
+        return Ok(false);
+    };
+    Ok(!os::exiting(pid.as_raw(), id.start_time))
+}
+
 // ---- reading without taking ------------------------------------------------------
 
 /// What a reader sees: whether a process holds the lock now, and the record.
