@@ -267,6 +267,18 @@ describe('a dead holder never pins the lock', () => {
     lock?.release()
   })
 
+  it('Symbol.dispose and Symbol.asyncDispose release', async () => {
+    const path = lockPath()
+    const a = tryLock(path) as ProcessLock
+    a[Symbol.dispose]()
+    expect(a.released).toBe(true)
+    const b = await acquireLock(path)
+    await b[Symbol.asyncDispose]()
+    expect(b.released).toBe(true)
+    expect(readFileSync(path, 'utf8')).toBe('')
+    expect(tryLock(path)?.release()).toBeUndefined()
+  })
+
   it('a clean release leaves no record; a death leaves one', async () => {
     const path = lockPath()
     const first = await acquireLock(path, { purpose: 'clean' })

@@ -232,7 +232,17 @@ class ProcessLock {
 
 // ---- the API ----------------------------------------------------------------------
 
+// Built only where its OS module exists (Linux so far; flock exists on macOS
+// too, its port is to come).
+function checkPlatform() {
+  if (typeof native.lockTry === 'function') return
+  const err = new Error(`procward's lock is not available on ${process.platform} yet (Linux only)`)
+  err.code = 'ERR_PROCWARD_UNSUPPORTED_PLATFORM'
+  throw brand(err)
+}
+
 function tryLock(path, options) {
+  checkPlatform()
   checkPath(path)
   const o = checkOptions(options, TRY_KEYS, 'tryLock')
   const handle = onPath(path, native.lockTry, path, o.mode, o.allowNetworkFs, o.purpose)
@@ -240,6 +250,7 @@ function tryLock(path, options) {
 }
 
 async function acquireLock(path, options) {
+  checkPlatform()
   checkPath(path)
   const o = checkAcquireOptions(options)
   if (o.signal?.aborted) throw abortError(o.signal)
@@ -299,6 +310,7 @@ function waitForLock(path, o) {
 }
 
 function readLock(path) {
+  checkPlatform()
   checkPath(path)
   return lockInfo(path)
 }
