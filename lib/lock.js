@@ -18,6 +18,8 @@ const INTERNAL = Symbol('ProcessLock.internal')
 
 const MAX_WAIT_MS = 2 ** 31 - 1
 const DEFAULT_MODE = 0o600
+/** How long `wait: false` waits out shared locks (probes) before ELOCKED. */
+const SHARED_WAIT_MS = 100
 /** Characters; keeps every record far below what a reader reads (64 KiB). */
 const PURPOSE_MAX = 4096
 
@@ -246,7 +248,7 @@ function tryLock(path, options) {
   checkPath(path)
   const o = checkOptions(options, TRY_KEYS, 'tryLock')
   const handle = onPath(path, native.lockTry, path, o.mode, o.allowNetworkFs, o.purpose)
-  return handle === null ? null : new ProcessLock(INTERNAL, handle, path)
+  return typeof handle === 'string' ? null : new ProcessLock(INTERNAL, handle, path)
 }
 
 async function acquireLock(path, options) {
@@ -255,9 +257,12 @@ async function acquireLock(path, options) {
   const o = checkAcquireOptions(options)
   if (o.signal?.aborted) throw abortError(o.signal)
   const handle = onPath(path, native.lockTry, path, o.mode, o.allowNetworkFs, o.purpose)
-  if (handle !== null) return new ProcessLock(INTERNAL, handle, path)
-  if (o.wait === false) throw lockedError(path)
-  return waitForLock(path, o)
+  if (typeof handle !== 'string') return new ProcessLock(INTERNAL, handle, path)
+  if (o.wait !== false) return waitForLock(path, o)
+  // Only shared locks kept it out (a readLock probe, preempted mid-way, or
+  // another program's LOCK_SH): wait for them in the kernel, briefly.
+  if (handle === 'shared') return waitForLock(path, { ...o, wait: SHARED_WAIT_MS })
+  throw lockedError(path)
 }
 
 /**

@@ -7,13 +7,13 @@ use std::io;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use napi::bindgen_prelude::Function;
+use napi::bindgen_prelude::{Either, Function};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Result, Status};
 use napi_derive::napi;
 
 use crate::errors::{coded, errno_name};
-use crate::lock::{self, Acquired, Cancel, LockFile, OpenError, WaitEnd, Waiter};
+use crate::lock::{self, Acquired, Cancel, LockFile, OpenError, Try, WaitEnd, Waiter};
 use crate::pid::Pid;
 use crate::proc_info::InfoError;
 
@@ -146,21 +146,27 @@ impl NativeLock {
     }
 }
 
-/// Takes the lock if it is free now; null when another holder has it.
+/// Takes the lock if it is free now. Otherwise says what kept it out:
+/// 'held' (an exclusive holder) or 'shared' (only shared locks, through a
+/// short grace: a `readLock` probe, or another program's `LOCK_SH`).
 #[napi]
 pub fn lock_try(
     path: String,
     mode: u32,
     allow_network_fs: bool,
     purpose: Option<String>,
-) -> Result<Option<NativeLock>> {
+) -> Result<Either<NativeLock, &'static str>> {
     let file = open(&path, mode, allow_network_fs)?;
-    let acquired =
+    let found =
         lock::try_acquire(file, purpose.as_deref()).map_err(|e| os_err(&e, "flock", &path))?;
-    Ok(acquired.map(|a| NativeLock {
-        held: Arc::new(Mutex::new(Some(a))),
-        waiter: Mutex::new(None),
-    }))
+    Ok(match found {
+        Try::Acquired(a) => Either::A(NativeLock {
+            held: Arc::new(Mutex::new(Some(a))),
+            waiter: Mutex::new(None),
+        }),
+        Try::Held => Either::B("held"),
+        Try::SharedOnly => Either::B("shared"),
+    })
 }
 
 #[napi(object)]

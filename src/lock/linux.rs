@@ -190,7 +190,7 @@ pub(super) fn open_for_lock(
     path: &Path,
     mode: u32,
     allow_network_fs: bool,
-) -> Result<(OwnedFd, FileId), OpenError> {
+) -> Result<OwnedFd, OpenError> {
     let c = c_path(path).map_err(os("open"))?;
     match lstat(&c).map_err(os("lstat"))? {
         Some(st) => {
@@ -234,7 +234,7 @@ pub(super) fn open_for_lock(
     check_owner(&st)?;
     let magic = fs_magic_of_fd(fd.as_fd()).map_err(os("fstatfs"))?;
     check_fs(magic, allow_network_fs)?;
-    Ok((fd, file_id(&st, magic)))
+    Ok(fd)
 }
 
 /// Opens an existing lock file read-only, for `readLock`. `Ok(None)`: no such
@@ -841,9 +841,9 @@ garbage
 
         let path =
             std::env::temp_dir().join(format!("procward-lock-{}-window", std::process::id()));
-        let (holder, _) = open_for_lock(&path, 0o600, false).unwrap();
+        let holder = open_for_lock(&path, 0o600, false).unwrap();
         assert!(try_lock_exclusive(holder.as_fd()).unwrap());
-        let (fd, _) = open_for_lock(&path, 0o600, false).unwrap();
+        let fd = open_for_lock(&path, 0o600, false).unwrap();
         let in_window = Arc::new(Barrier::new(2));
         let theirs = in_window.clone();
         let (handle_tx, handle_rx) = mpsc::channel();

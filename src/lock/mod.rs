@@ -45,11 +45,11 @@ use crate::pid::Pid;
 /// A record longer than this is not read in full (and so reads as garbage).
 pub const RECORD_MAX: usize = 64 * 1024;
 
-/// How long an acquirer that finds only shared locks keeps trying before it
-/// reports the lock busy. A `readLock` probe holds a shared lock for two
-/// system calls; this covers it, and a preemption between them, without
-/// making a truly busy `tryLock` noticeably slow.
-const PROBE_GRACE: Duration = Duration::from_micros(500);
+/// How long `tryLock` keeps trying while only shared locks stand in its way.
+/// A `readLock` probe holds one for two system calls; this covers it and a
+/// short preemption between them, and a busy-looking `tryLock` never spins
+/// longer. (`acquireLock` waits in the kernel instead; see `lib/lock.js`.)
+const PROBE_GRACE: Duration = Duration::from_millis(1);
 
 /// Waiter threads block in one system call and write one small record.
 const WAITER_STACK: usize = 64 * 1024;
@@ -88,35 +88,42 @@ pub enum OpenError {
 /// An open, checked lock file, not (yet) locked.
 pub struct LockFile {
     fd: OwnedFd,
-    id: FileId,
 }
 
 impl LockFile {
     /// Opens `path`, creating it with `mode` (before the umask) if missing.
     pub fn open(path: &Path, mode: u32, allow_network_fs: bool) -> Result<LockFile, OpenError> {
-        let (fd, id) = os::open_for_lock(path, mode, allow_network_fs)?;
-        Ok(LockFile { fd, id })
+        let fd = os::open_for_lock(path, mode, allow_network_fs)?;
+        Ok(LockFile { fd })
     }
 
-    /// Takes the lock if it is free now. An acquirer that fails while
-    /// `/proc/locks` shows no exclusive holder (only shared locks, such as a
-    /// `readLock` probe, or nothing it can see) retries for `PROBE_GRACE`.
-    fn lock_now(&self) -> io::Result<bool> {
-        if os::try_lock_exclusive(self.fd.as_fd())? {
-            return Ok(true);
-        }
-        if os::flocks(&self.id).is_some_and(|f| f.exclusive) {
-            return Ok(false);
-        }
+    /// Takes the lock if it is free now. When it is not, a `LOCK_SH |
+    /// LOCK_NB` probe tells who is in the way: it fails only against an
+    /// exclusive holder (busy), and succeeds (and is dropped at once) when
+    /// only shared locks are there — a `readLock` probe, which lasts
+    /// microseconds, or another program's shared lock. Those are waited out
+    /// for `PROBE_GRACE`.
+    fn lock_now(&self) -> io::Result<Now> {
         let deadline = Instant::now() + PROBE_GRACE;
-        while Instant::now() < deadline {
-            std::thread::yield_now();
+        loop {
             if os::try_lock_exclusive(self.fd.as_fd())? {
-                return Ok(true);
+                return Ok(Now::Locked);
             }
+            if !os::probe_shared(self.fd.as_fd())? {
+                return Ok(Now::HeldExclusive);
+            }
+            if Instant::now() >= deadline {
+                return Ok(Now::HeldShared);
+            }
+            std::thread::yield_now();
         }
-        Ok(false)
     }
+}
+
+enum Now {
+    Locked,
+    HeldExclusive,
+    HeldShared,
 }
 
 /// A held lock. Dropping it releases it (see [`HeldLock::release`]); when the
@@ -163,13 +170,24 @@ pub struct Acquired {
     pub record: String,
 }
 
-/// Takes the lock if it is free (see [`LockFile::lock_now`]); `None` when
-/// another holder has it.
-pub fn try_acquire(file: LockFile, purpose: Option<&str>) -> io::Result<Option<Acquired>> {
-    if !file.lock_now()? {
-        return Ok(None);
-    }
-    take(file, purpose).map(Some)
+/// What [`try_acquire`] found.
+pub enum Try {
+    Acquired(Acquired),
+    /// Another holder has it exclusively.
+    Held,
+    /// Only shared locks kept it out, through the whole grace: a `readLock`
+    /// probe that was preempted, or another program's shared lock. A caller
+    /// that may wait a little does so in the kernel ([`wait`]).
+    SharedOnly,
+}
+
+/// Takes the lock if it is free (see [`LockFile::lock_now`]).
+pub fn try_acquire(file: LockFile, purpose: Option<&str>) -> io::Result<Try> {
+    Ok(match file.lock_now()? {
+        Now::Locked => Try::Acquired(take(file, purpose)?),
+        Now::HeldExclusive => Try::Held,
+        Now::HeldShared => Try::SharedOnly,
+    })
 }
 
 /// We hold the flock: read the previous record, write ours in place.
@@ -345,7 +363,7 @@ pub struct Observed {
 /// device:inode; `F_GETLK` does not see flock locks). Where a missing line
 /// proves nothing (see `absence_is_proof`) or `/proc/locks` cannot be read,
 /// a `LOCK_SH | LOCK_NB` probe decides, and is released at once; an
-/// acquirer that meets it retries (see [`LockFile::lock_now`]).
+/// acquirer that meets it waits it out (see [`LockFile::lock_now`]).
 pub fn read(path: &Path) -> Result<Option<Observed>, OpenError> {
     let Some((fd, id)) = os::open_for_read(path)? else {
         return Ok(None);
