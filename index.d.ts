@@ -222,8 +222,10 @@ export interface TryLockOptions {
 
 export interface AcquireLockOptions extends TryLockOptions {
   /**
-   * false (default) or 0: reject at once with ELOCKED when held. true: wait
-   * until free. A number: wait at most that many ms, then ELOCKED. Waiting
+   * false (default) or 0: reject at once with ELOCKED when held (kept out
+   * only by shared locks — a `readLock` probe — it waits those out for up to
+   * 100 ms). true: wait until free. A number: wait at most that many ms, then
+   * ELOCKED. Waiting
    * blocks in the kernel on a thread of its own: no polling, and the lock
    * is ours within microseconds of its release or its holder's death.
    */
