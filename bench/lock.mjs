@@ -283,8 +283,8 @@ export async function run() {
         'holder then: Z / exiting': all ? `${zombie} / ${exiting}` : '-',
       })
     }
-    await zombieRow('procward acquireLock({ wait })', 'procward', 20, { capMs: CAP_MS })
-    await zombieRow('python3 blocked in flock(2) (kernel floor)', 'flock', 10, { capMs: CAP_MS })
+    await zombieRow('procward acquireLock({ wait })', 'procward', 30, { capMs: CAP_MS })
+    await zombieRow('python3 blocked in flock(2) (kernel floor)', 'flock', 20, { capMs: CAP_MS })
     await zombieRow('proper-lockfile, default stale (10 s)', 'proper-lockfile', 1, { capMs: 15_000, stale: 10_000 })
     await zombieRow('proper-lockfile, minimum stale (2 s)', 'proper-lockfile', 2, { capMs: 5000, stale: 2000 })
     await zombieRow('pid file + kill(pid, 0)', 'pidfile', 2, { capMs: CAP_MS })

@@ -207,9 +207,12 @@ fn take(file: LockFile, purpose: Option<&str>) -> io::Result<Acquired> {
             purpose,
         });
         // Written over the old record, then cut to length: a reader never
-        // finds the file empty in between.
+        // finds the file empty in between. Usually the file was empty (a
+        // clean release) and there is nothing to cut.
         os::write_at_start(fd, record.as_bytes())?;
-        os::truncate(fd, record.len() as u64)?;
+        if previous.len() > record.len() {
+            os::truncate(fd, record.len() as u64)?;
+        }
         Ok((previous, record))
     });
     match result {
@@ -226,7 +229,15 @@ fn take(file: LockFile, purpose: Option<&str>) -> io::Result<Acquired> {
     }
 }
 
+/// The record, up to `RECORD_MAX` bytes. A record is a few hundred bytes
+/// (or none): read into a small stack buffer first, since zeroing a fresh
+/// 64 KiB heap buffer on every acquire cost more than all the system calls.
 fn read_record(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<Vec<u8>> {
+    let mut small = [0u8; 4096];
+    let n = os::read_at_start(fd, &mut small)?;
+    if n < small.len() {
+        return Ok(small[..n].to_vec());
+    }
     let mut buf = vec![0u8; RECORD_MAX];
     let n = os::read_at_start(fd, &mut buf)?;
     buf.truncate(n);

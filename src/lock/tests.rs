@@ -345,3 +345,24 @@ fn cancel_at_any_moment_ends_the_wait() {
         waiter.join();
     }
 }
+
+#[test]
+fn records_of_any_size_are_read_up_to_the_cap() {
+    let dir = scratch("sizes");
+    let path = dir.join("l");
+    for len in [0, 1, 4095, 4096, 4097, RECORD_MAX, RECORD_MAX + 10] {
+        std::fs::write(&path, vec![b'x'; len]).unwrap();
+        let seen = read(&path).unwrap().unwrap();
+        assert_eq!(seen.record.len(), len.min(RECORD_MAX), "{len}");
+    }
+}
+
+#[test]
+fn a_longer_old_record_is_cut_to_ours() {
+    let dir = scratch("longer");
+    let path = dir.join("l");
+    std::fs::write(&path, vec![b'y'; 700]).unwrap();
+    let got = acquire(&path).unwrap();
+    assert_eq!(got.previous.len(), 700);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), got.record);
+}
