@@ -25,12 +25,17 @@ function pidFileTry(file) {
   } catch (e) {
     if (e.code !== 'EEXIST') throw e
   }
-  const pid = Number(fs.readFileSync(file, 'utf8'))
+  let pid
+  try {
+    pid = Number(fs.readFileSync(file, 'utf8'))
+  } catch {
+    return null // released meanwhile: try again
+  }
   try {
     process.kill(pid, 0)
     return null // "alive" (a zombie too)
   } catch {
-    fs.unlinkSync(file) // stale: take it over on the next try
+    fs.rmSync(file, { force: true }) // stale: take it over on the next try
     return null
   }
 }

@@ -196,11 +196,14 @@ async function afterZombie(impl, file, { capMs, stale }) {
       while (!done) {
         let release = pidFileTry(file)
         if (!release) {
-          const pid = Number(readFileSync(file, 'utf8'))
+          let pid = 0
+          try {
+            pid = Number(readFileSync(file, 'utf8'))
+          } catch {}
           try {
             process.kill(pid, 0) // a zombie answers "alive"
           } catch {
-            unlinkSync(file)
+            rmSync(file, { force: true })
             release = pidFileTry(file)
           }
         }
