@@ -278,7 +278,8 @@ function waitForLock(path, o) {
     let cause = null // 'abort' | 'timeout'
     let timer = null
     const onAbort = () => {
-      cause ??= 'abort'
+      // Wins over a timeout that came first: an aborted wait never resolves.
+      cause = 'abort'
       handle.cancel()
     }
     const onDone = (end) => {
