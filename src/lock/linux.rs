@@ -1,6 +1,6 @@
 //! Linux: the open (`O_NOFOLLOW | O_CLOEXEC`, checked by `fstat`/`fstatfs`),
-//! `flock(2)`, `/proc/locks`, and a blocking `flock(LOCK_EX)` that another
-//! thread can interrupt.
+//! `flock(2)`, and a blocking `flock(LOCK_EX)` that another thread can
+//! interrupt.
 //!
 //! # Interrupting a blocked `flock`
 //!
@@ -20,11 +20,12 @@
 //! - not yet in `flock`: the call meets an `O_PATH` fd and fails at once
 //!   with `EBADF`;
 //! - blocked in `flock`: `EINTR`, and the lock was never granted;
-//! - `flock` had just succeeded: `dup2` closed the file's only descriptor,
-//!   which drops the lock before the handler returns.
+//! - `flock` had just succeeded: the handler unlocks it (`LOCK_UN`; a close
+//!   alone would not do while a child forked but not yet exec'd holds a
+//!   copy of the descriptor), then swaps the descriptor out.
 //!
-//! The handler reads only atomics and calls only async-signal-safe functions
-//! (`gettid`, `dup2`); it never follows a pointer that a signal carried, so a
+//! The handler reads only atomics and makes only plain system calls
+//! (`gettid`, `flock`, `dup2`); it never follows a pointer that a signal carried, so a
 //! stray signal from elsewhere can at most interrupt a waiter, which then
 //! simply waits again.
 
@@ -37,7 +38,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::OnceLock;
 use std::thread::JoinHandle;
 
-use super::{FileId, OpenError};
+use super::OpenError;
 
 fn cvt(ret: c_int) -> io::Result<c_int> {
     if ret == -1 {
@@ -121,17 +122,6 @@ pub(super) fn network_fs_name(magic: u32) -> Option<&'static str> {
     }
 }
 
-/// Filesystems whose `stat` device or inode number can differ from the one
-/// `/proc/locks` prints (`i_sb->s_dev` and `i_ino` of the inode that holds the
-/// lock): overlayfs reports the underlying file's, btrfs a per-subvolume
-/// anonymous device. There, "no line in /proc/locks" proves nothing.
-fn ids_unreliable(magic: u32) -> bool {
-    matches!(
-        magic,
-        0x794c_7630 /* overlayfs */ | 0x9123_683e /* btrfs */
-    )
-}
-
 fn file_type(st: &libc::stat) -> libc::mode_t {
     st.st_mode & libc::S_IFMT
 }
@@ -164,15 +154,6 @@ fn check_fs(magic: u32, allow_network_fs: bool) -> Result<(), OpenError> {
 
 fn os(op: &'static str) -> impl Fn(io::Error) -> OpenError {
     move |err| OpenError::Os { err, op }
-}
-
-fn file_id(st: &libc::stat, magic: u32) -> FileId {
-    FileId {
-        major: libc::major(st.st_dev),
-        minor: libc::minor(st.st_dev),
-        ino: st.st_ino,
-        ids_reliable: !ids_unreliable(magic),
-    }
 }
 
 /// Opens (creating if missing, with `mode` before the umask) the lock file at
@@ -240,7 +221,7 @@ pub(super) fn open_for_lock(
 /// Opens an existing lock file read-only, for `readLock`. `Ok(None)`: no such
 /// file. Symlinks and non-regular files are refused as for a lock; other
 /// owners and network filesystems are fine, reading takes nothing.
-pub(super) fn open_for_read(path: &Path) -> Result<Option<(OwnedFd, FileId)>, OpenError> {
+pub(super) fn open_for_read(path: &Path) -> Result<Option<OwnedFd>, OpenError> {
     let c = c_path(path).map_err(os("open"))?;
     match lstat(&c).map_err(os("lstat"))? {
         Some(st) => check_kind(&st)?,
@@ -258,8 +239,7 @@ pub(super) fn open_for_read(path: &Path) -> Result<Option<(OwnedFd, FileId)>, Op
     let fd = unsafe { OwnedFd::from_raw_fd(raw) };
     let st = fstat(fd.as_fd()).map_err(os("fstat"))?;
     check_kind(&st)?;
-    let magic = fs_magic_of_fd(fd.as_fd()).map_err(os("fstatfs"))?;
-    Ok(Some((fd, file_id(&st, magic))))
+    Ok(Some(fd))
 }
 
 // ---- flock --------------------------------------------------------------------
@@ -415,82 +395,6 @@ fn parse_exiting(stat: &[u8], start_time: u64) -> bool {
     }
 }
 
-// ---- /proc/locks --------------------------------------------------------------
-
-/// What `/proc/locks` says about flock locks on one file.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) struct Flocks {
-    /// Someone holds `LOCK_EX` (a `WRITE` line).
-    pub exclusive: bool,
-    /// Someone holds `LOCK_SH` (a `READ` line): a probe, or another program's
-    /// shared lock.
-    pub shared: bool,
-}
-
-/// Parses `/proc/locks` for granted `FLOCK` locks on `major:minor:ino`.
-/// Lines look like `1: FLOCK  ADVISORY  WRITE 724 fe:00:10011906 0 EOF`;
-/// waiters blocked behind a lock are listed with `->` and hold nothing.
-pub(super) fn parse_proc_locks(text: &str, major: u32, minor: u32, ino: u64) -> Flocks {
-    let mut out = Flocks::default();
-    for line in text.lines() {
-        let mut words = line.split_whitespace();
-        let _ordinal = words.next();
-        let Some(kind) = words.next() else { continue };
-        // "->": a waiter blocked behind the lock; it holds nothing.
-        if kind != "FLOCK" {
-            continue;
-        }
-        let _advisory = words.next();
-        let access = words.next();
-        let _pid = words.next();
-        let Some(id) = words.next() else { continue };
-        let mut parts = id.split(':');
-        let (Some(maj), Some(min), Some(i), None) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
-            continue;
-        };
-        let same = u32::from_str_radix(maj, 16).ok() == Some(major)
-            && u32::from_str_radix(min, 16).ok() == Some(minor)
-            && i.parse::<u64>().ok() == Some(ino);
-        if !same {
-            continue;
-        }
-        match access {
-            Some("WRITE") => out.exclusive = true,
-            Some("READ") => out.shared = true,
-            _ => {}
-        }
-    }
-    out
-}
-
-/// `/proc/locks` for this file, or None when it cannot be read.
-pub(super) fn flocks(id: &FileId) -> Option<Flocks> {
-    let text = std::fs::read_to_string("/proc/locks").ok()?;
-    Some(parse_proc_locks(&text, id.major, id.minor, id.ino))
-}
-
-/// Can a missing line in `/proc/locks` be believed? Only in the initial pid
-/// namespace: elsewhere the kernel omits every lock whose owner's pid is not
-/// visible there (a holder in another container sharing the file), and only
-/// on filesystems whose stat ids match the ones it prints.
-///
-/// `PROCWARD_LOCK_PROBE=1` in the environment (read once) makes every absence
-/// unproven, so the probe path can be tested here.
-pub(super) fn absence_is_proof(id: &FileId) -> bool {
-    static TRUSTED: OnceLock<bool> = OnceLock::new();
-    let trusted = *TRUSTED.get_or_init(|| {
-        let forced = std::env::var_os("PROCWARD_LOCK_PROBE").is_some_and(|v| v == "1");
-        // PROC_PID_INIT_INO: the initial pid namespace's fixed inode number.
-        let init = std::fs::read_link("/proc/self/ns/pid")
-            .map(|l| l.as_os_str().as_bytes() == b"pid:[4026531836]")
-            .unwrap_or(false);
-        init && !forced
-    });
-    trusted && id.ids_reliable
-}
-
 // ---- an interruptible blocking flock ------------------------------------------
 
 /// How many threads may wait for a lock at once in one process. Each is a
@@ -534,15 +438,17 @@ extern "C" fn on_interrupt(_sig: c_int) {
     for slot in &SLOT_TABLE {
         if slot.tid.load(Ordering::Acquire) == tid {
             if slot.cancelled.load(Ordering::SeqCst) {
-                // SAFETY: both fds belong to this slot's thread (this thread)
-                // and stay open while the slot is claimed. dup2 is
+                let fd = slot.fd.load(Ordering::Acquire);
+                // Unlock first, in case flock had just been granted: a close
+                // is not enough while a child forked but not yet exec'd holds
+                // a copy of the descriptor.
+                // SAFETY: the fd belongs to this slot's thread (this thread)
+                // and stays open while the slot is claimed; flock is a plain
+                // system call, safe in a handler.
+                unsafe { libc::flock(fd, libc::LOCK_UN) };
+                // SAFETY: as above, and the spare too; dup2 is
                 // async-signal-safe.
-                unsafe {
-                    libc::dup2(
-                        slot.spare.load(Ordering::Acquire),
-                        slot.fd.load(Ordering::Acquire),
-                    )
-                };
+                unsafe { libc::dup2(slot.spare.load(Ordering::Acquire), fd) };
             }
             break;
         }
@@ -760,42 +666,6 @@ unsafe impl Send for InterruptHandle {}
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn proc_locks_lines() {
-        let text = "\
-1: FLOCK  ADVISORY  WRITE 724 fe:00:10011906 0 EOF
-1: -> FLOCK  ADVISORY  WRITE 725 fe:00:10011906 0 EOF
-2: POSIX  ADVISORY  WRITE 800 fe:00:55 0 EOF
-3: FLOCK  ADVISORY  READ 900 fe:00:55 0 EOF
-4: OFDLCK ADVISORY  WRITE -1 fe:00:77 0 EOF
-5: FLOCK  ADVISORY  WRITE 901 fe:01:55 0 EOF
-garbage
-6: FLOCK
-";
-        assert_eq!(
-            parse_proc_locks(text, 0xfe, 0, 10011906),
-            Flocks {
-                exclusive: true,
-                shared: false
-            }
-        );
-        // A POSIX lock does not conflict with flock; another device is another file.
-        assert_eq!(
-            parse_proc_locks(text, 0xfe, 0, 55),
-            Flocks {
-                exclusive: false,
-                shared: true
-            }
-        );
-        assert_eq!(parse_proc_locks(text, 0xfe, 0, 77), Flocks::default());
-        // Only the waiter line: nothing is held.
-        let waiting_only = "1: -> FLOCK  ADVISORY  WRITE 725 08:11:9 0 EOF\n";
-        assert_eq!(
-            parse_proc_locks(waiting_only, 8, 0x11, 9),
-            Flocks::default()
-        );
-    }
 
     #[test]
     fn exiting_flag() {

@@ -54,16 +54,6 @@ const PROBE_GRACE: Duration = Duration::from_millis(1);
 /// Waiter threads block in one system call and write one small record.
 const WAITER_STACK: usize = 64 * 1024;
 
-/// The ids `/proc/locks` prints for a file.
-#[derive(Clone, Copy, Debug)]
-pub struct FileId {
-    major: u32,
-    minor: u32,
-    ino: u64,
-    /// Whether `stat`'s ids are the ones `/proc/locks` prints.
-    ids_reliable: bool,
-}
-
 #[derive(Debug)]
 pub enum OpenError {
     Os {
@@ -370,20 +360,22 @@ pub struct Observed {
 /// Never takes the lock, never blocks, never creates the file. `None`: no
 /// such file (not held).
 ///
-/// Held is read from `/proc/locks` (an exclusive `FLOCK` line for the file's
-/// device:inode; `F_GETLK` does not see flock locks). Where a missing line
-/// proves nothing (see `absence_is_proof`) or `/proc/locks` cannot be read,
-/// a `LOCK_SH | LOCK_NB` probe decides, and is released at once; an
-/// acquirer that meets it waits it out (see [`LockFile::lock_now`]).
+/// Held is decided by a `LOCK_SH | LOCK_NB` probe, released at once: it
+/// fails only while a process holds the lock exclusively. An acquirer that
+/// meets the probe waits it out (see [`LockFile::lock_now`]).
+///
+/// Not `/proc/locks`: each read of it takes the kernel's lock-table lock for
+/// writing (`percpu_down_write(&file_rwsem)` in `locks_start`), which waits
+/// for an RCU grace period when the lock was idle — 6 to 15 ms per read
+/// measured here, on the JS thread, while every `flock` caller on the machine
+/// waits behind it. It would also need care to be right: it hides locks whose
+/// owner is outside our pid namespace, overlayfs and btrfs print other ids
+/// than `stat` does, and a table longer than one read is not a snapshot.
 pub fn read(path: &Path) -> Result<Option<Observed>, OpenError> {
-    let Some((fd, id)) = os::open_for_read(path)? else {
+    let Some(fd) = os::open_for_read(path)? else {
         return Ok(None);
     };
-    let held = match os::flocks(&id) {
-        Some(f) if f.exclusive => true,
-        Some(_) if os::absence_is_proof(&id) => false,
-        _ => !os::probe_shared(fd.as_fd()).map_err(|err| OpenError::Os { err, op: "flock" })?,
-    };
+    let held = !os::probe_shared(fd.as_fd()).map_err(|err| OpenError::Os { err, op: "flock" })?;
     let record = read_record(fd.as_fd()).map_err(|err| OpenError::Os { err, op: "read" })?;
     Ok(Some(Observed { held, record }))
 }
@@ -436,7 +428,7 @@ pub struct Waiter {
 /// and `cancel` leaves it (to `Cancelled`) under it and interrupts the
 /// thread while still holding it, so the thread is alive and registered
 /// when signalled. Whichever comes first wins; a grant that loses is
-/// dropped by closing the descriptor before `done` reports `Cancelled`.
+/// unlocked before `done` reports `Cancelled`.
 pub fn wait(
     file: LockFile,
     purpose: Option<String>,
@@ -500,8 +492,11 @@ fn run_wait(file: LockFile, purpose: Option<&str>, shared: &Mutex<WaitState>) ->
         },
         Err(Some(e)) => WaitEnd::Failed(e),
         Err(None) => {
-            // Closing the only descriptor drops the lock if the kernel had
-            // just granted it.
+            // The kernel may have just granted it. Unlock explicitly (a close
+            // alone would leave it held while a child forked but not yet
+            // exec'd has a copy of the descriptor); EBADF if the interrupt
+            // handler already unlocked and swapped the descriptor out.
+            let _ = os::unlock(file.fd.as_fd());
             drop(file);
             WaitEnd::Cancelled
         }
