@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import { fmt, perCall, quantile, ratio, table } from './util.mjs'
 
 const require = createRequire(import.meta.url)
-const { acquireLock, tryLock } = require('../index.js')
+const { acquireLock, readLock, tryLock } = require('../index.js')
 const properLockfile = require('proper-lockfile')
 
 const PEER = join(import.meta.dirname, 'lock-peer.cjs')
@@ -88,9 +88,11 @@ async function uncontended(dir) {
     ['proper-lockfile lockSync + release', perCall(() => properLockfile.lockSync(b)(), { batches: 5, perBatch: 500 })],
     ['proper-lockfile await lock + release', await asyncPerCall(async () => (await properLockfile.lock(b))(), 500)],
     ['pid file: open wx + write + unlink', perCall(() => pidFileTry(c)(), { batches: 5, perBatch: 2000 })],
+    ['procward readLock (free)', perCall(() => readLock(a), { batches: 5, perBatch: 2000 })],
+    ['proper-lockfile checkSync (free)', perCall(() => properLockfile.checkSync(b), { batches: 5, perBatch: 2000 })],
   ]
   const base = rows[0][1]
-  console.log('\n## Lock: uncontended acquire + release (median µs per op)\n')
+  console.log('\n## Lock: uncontended acquire + release, and a read (median µs per op)\n')
   table(
     rows.map(([what, t]) => ({ what, 'µs/op': fmt(t, 1), 'vs tryLock': ratio(t, base) })),
     ['what', 'µs/op', 'vs tryLock'],
