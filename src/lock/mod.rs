@@ -3,8 +3,9 @@
 //! Held means an exclusive `flock(2)` on an open file description of the
 //! file, so the kernel is the judge: it drops the lock when the holder's
 //! descriptor closes — on release, on exit by any cause, and on SIGKILL,
-//! before the dead holder even becomes a zombie (a dying process closes its
-//! files first). No heartbeat, mtime or timer is involved, so a stalled
+//! while the dead holder is still an unreaped zombie (a dying process closes
+//! its files before it is a zombie as a whole; Node's main thread may show
+//! `Z` a moment earlier, while its other threads still exit). No heartbeat, mtime or timer is involved, so a stalled
 //! event loop can never lose a live holder its lock, and a dead holder can
 //! never pin it. `flock(1)`, Python's `fcntl.flock` and Go's and Rust's file
 //! locks take the same lock.
