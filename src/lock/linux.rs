@@ -494,12 +494,16 @@ fn interrupt_signal() -> io::Result<c_int> {
     .map_err(io::Error::from_raw_os_error)
 }
 
-fn one_signal(sig: c_int) -> libc::sigset_t {
+fn empty_set() -> libc::sigset_t {
     let mut set = std::mem::MaybeUninit::<libc::sigset_t>::zeroed();
     // SAFETY: initialises the set we own.
     unsafe { libc::sigemptyset(set.as_mut_ptr()) };
     // SAFETY: initialised just above.
-    let mut set = unsafe { set.assume_init() };
+    unsafe { set.assume_init() }
+}
+
+fn one_signal(sig: c_int) -> libc::sigset_t {
+    let mut set = empty_set();
     // SAFETY: adds a valid signal number to the set we own.
     unsafe { libc::sigaddset(&mut set, sig) };
     set
@@ -522,7 +526,7 @@ where
     unsafe { libc::sigfillset(all.as_mut_ptr()) };
     // SAFETY: initialised just above.
     let all = unsafe { all.assume_init() };
-    let mut old = one_signal(0);
+    let mut old = empty_set();
     // The new thread inherits the mask in force at creation.
     set_mask(libc::SIG_BLOCK, &all, Some(&mut old));
     let spawned = std::thread::Builder::new()
