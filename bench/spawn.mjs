@@ -1,7 +1,9 @@
 // Spawn+exit throughput and JS-thread time per spawn call: spawnSupervised
-// vs child_process.spawn, same program, same run.
+// vs child_process.spawn vs Bun.spawn (under Bun, same program, rounds
+// interleaved in the same run).
 import { spawn } from 'node:child_process'
 import { createRequire } from 'node:module'
+import { bunRound } from './peers.mjs'
 import { fmt, ratio, stats, table } from './util.mjs'
 
 const require = createRequire(import.meta.url)
@@ -16,8 +18,17 @@ async function sequential(start, n) {
     callUs.push((performance.now() - c0) * 1000)
     await wait
   }
-  const secs = (performance.now() - t0) / 1000
-  return { perSec: n / secs, call: stats(callUs) }
+  return summarise((performance.now() - t0) / 1000, callUs)
+}
+
+function summarise(secs, callUs) {
+  const mean = callUs.reduce((a, b) => a + b, 0) / callUs.length
+  return { perSec: callUs.length / secs, call: { ...stats(callUs), mean } }
+}
+
+async function viaBun(n) {
+  const r = await bunRound('spawn', n)
+  return r && summarise(r.secs, r.callUs)
 }
 
 const viaProcward = () => spawnSupervised('/bin/true', [], { stdio: 'ignore' }).exited
@@ -30,34 +41,42 @@ export async function run() {
   const n = 500
   await sequential(viaProcward, 50)
   await sequential(viaChildProcess, 50)
-  // Interleave rounds so drift on a shared machine hits both alike.
-  const res = { procward: [], cp: [] }
+  await viaBun(50)
+  // Interleave rounds so drift on a shared machine hits all alike.
+  const res = { procward: [], cp: [], bun: [] }
   for (let round = 0; round < 3; round++) {
     res.procward.push(await sequential(viaProcward, n))
     res.cp.push(await sequential(viaChildProcess, n))
+    const b = await viaBun(n)
+    if (b) res.bun.push(b)
   }
-  const best = (xs) => xs.reduce((a, b) => (b.perSec > a.perSec ? b : a))
+  const best = (xs) => (xs.length ? xs.reduce((a, b) => (b.perSec > a.perSec ? b : a)) : null)
+  const rows = [
+    ['spawnSupervised', best(res.procward)],
+    ['child_process.spawn', best(res.cp)],
+    ['Bun.spawn (under Bun)', best(res.bun)],
+  ]
+    .filter(([, r]) => r)
+    .map(([api, r]) => ({
+      api,
+      'spawns/s': fmt(r.perSec, 0),
+      'JS-thread µs/call mean': fmt(r.call.mean, 0),
+      p50: fmt(r.call.p50, 0),
+      p99: fmt(r.call.p99, 0),
+    }))
+  console.log(`\n## Spawn: /bin/true, sequential spawn → exit, best of 3 interleaved rounds of ${n}\n`)
+  table(rows, ['api', 'spawns/s', 'JS-thread µs/call mean', 'p50', 'p99'])
   const pw = best(res.procward)
-  const cp = best(res.cp)
-  console.log(`\n## Spawn: /bin/true, sequential spawn → exit, best of 3 rounds of ${n}\n`)
-  table(
-    [
-      {
-        api: 'spawnSupervised',
-        'spawns/s': fmt(pw.perSec, 0),
-        'JS-thread µs/call p50': fmt(pw.call.p50, 0),
-        p99: fmt(pw.call.p99, 0),
-      },
-      {
-        api: 'child_process.spawn',
-        'spawns/s': fmt(cp.perSec, 0),
-        'JS-thread µs/call p50': fmt(cp.call.p50, 0),
-        p99: fmt(cp.call.p99, 0),
-      },
-    ],
-    ['api', 'spawns/s', 'JS-thread µs/call p50', 'p99'],
-  )
-  console.log(
-    `\nthroughput: ${ratio(pw.perSec, cp.perSec)} of child_process; JS-thread time per call: ${ratio(pw.call.p50, cp.call.p50)} of child_process`,
-  )
+  for (const [name, other] of [
+    ['child_process', best(res.cp)],
+    ['Bun.spawn', best(res.bun)],
+  ]) {
+    if (!other) {
+      console.log(`\n${name}: not measured (no Bun for this machine)`)
+      continue
+    }
+    console.log(
+      `\nvs ${name}: throughput ${ratio(pw.perSec, other.perSec)}; JS-thread time per call (mean) ${ratio(pw.call.mean, other.call.mean)}`,
+    )
+  }
 }

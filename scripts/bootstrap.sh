@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Installs everything procward needs to build and test, assuming only node,
-# npm and cargo: pnpm (the pinned version), the node modules, the release
-# addon. Safe to rerun; a rerun is a few seconds.
+# npm and cargo: pnpm (the pinned version, privately: see env.sh), the node
+# modules, the release addon. Safe to rerun; a rerun is a few seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/env.sh
+. scripts/env.sh
 
-PNPM_VERSION=12.4.2
-if ! command -v pnpm >/dev/null 2>&1 || [ "$(pnpm --version)" != "$PNPM_VERSION" ]; then
-  echo "bootstrap: installing pnpm@$PNPM_VERSION" >&2
-  npm install --global --no-fund --no-audit "pnpm@$PNPM_VERSION" >&2
+if ! command -v pnpm >/dev/null 2>&1 || [ "$(pnpm --version)" != "$PROCWARD_PNPM_VERSION" ]; then
+  echo "bootstrap: installing pnpm@$PROCWARD_PNPM_VERSION into $PROCWARD_PNPM_DIR (your global pnpm, if any, is untouched)" >&2
+  mkdir -p "$PROCWARD_PNPM_DIR"
+  npm install --prefix "$PROCWARD_PNPM_DIR" --no-save --no-fund --no-audit --no-package-lock "pnpm@$PROCWARD_PNPM_VERSION" >&2
+  # shellcheck source=scripts/env.sh
+  . scripts/env.sh
 fi
 pnpm install --frozen-lockfile --reporter=append-only >&2
 pnpm run build >&2

@@ -13,6 +13,20 @@ pnpm pack --pack-destination "$WORK" >/dev/null
 TARBALL="$(ls "$WORK"/procward-*.tgz)"
 echo "packed $(basename "$TARBALL") ($(du -h "$TARBALL" | cut -f1))"
 
+# What ships must stand alone: a LICENSE matching package.json, and a README
+# that links nowhere outside the package.
+tar -xzf "$TARBALL" -C "$WORK" package/README.md package/LICENSE package/package.json
+node -e '
+  const fs = require("fs");
+  const dir = process.argv[1] + "/package";
+  const license = require(dir + "/package.json").license;
+  const text = fs.readFileSync(dir + "/LICENSE", "utf8");
+  if (!text.startsWith(license + " License")) throw new Error("LICENSE does not match package.json license " + license);
+  const readme = fs.readFileSync(dir + "/README.md", "utf8");
+  const outside = readme.match(/\]\((?:\.\.\/|\/)[^)]*\)|\.\.\/shared/g);
+  if (outside) throw new Error("README links outside the package: " + outside.join(", "));
+' "$WORK"
+
 cp -r "$ROOT/consumer-check/." "$WORK/app"
 cd "$WORK/app"
 # Same pinned tool versions as the project itself.

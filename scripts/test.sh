@@ -7,6 +7,8 @@
 # TypeScript project → vitest there). Ends with one line adding them up.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/env.sh
+. scripts/env.sh
 
 NEWER_NODE_VERSION=24.22.3
 BUN_VERSION=1.4.5
@@ -37,7 +39,7 @@ PROCWARD_EXIT_WATCH=fallback pnpm exec vitest run $(vitest_json fallback)
 # Runtimes from the npm registry (Linux x64 builds only), cached between runs.
 # Prints the path of the executable inside package $1@$2.
 cached_tool() {
-  local dir="${PROCWARD_NODE_CACHE:-$HOME/.cache/procward}/$1@$2"
+  local dir="$PROCWARD_CACHE/$1@$2"
   if [ ! -x "$dir/node_modules/$1/bin/$3" ]; then
     mkdir -p "$dir"
     npm install --prefix "$dir" --no-save --no-fund --no-audit "$1@$2" >&2
