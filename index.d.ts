@@ -324,15 +324,15 @@ export declare function readLock(path: string): LockInfo
 
 export interface TryLockOptions {
   /** Free text stored with the holder, e.g. 'resync alice'. At most 4096 characters. */
-  purpose?: string | null
+  purpose?: string | null | undefined
   /** File mode when the file is created, before the umask. Default 0o600. */
-  mode?: number
+  mode?: number | undefined
   /**
    * Lock a file on NFS, CIFS/SMB, AFS or 9p anyway. There flock is emulated
    * (NFS maps it to a whole-file lock on the server) and a network partition
    * can leave two holders. Default false: `ENOTSUP`.
    */
-  allowNetworkFs?: boolean
+  allowNetworkFs?: boolean | undefined
 }
 
 export interface AcquireLockOptions extends TryLockOptions {
@@ -344,12 +344,12 @@ export interface AcquireLockOptions extends TryLockOptions {
    * blocks in the kernel on a thread of its own: no polling, and the lock
    * is ours within microseconds of its release or its holder's death.
    */
-  wait?: boolean | number
+  wait?: boolean | number | undefined
   /**
    * Abort while waiting ⇒ AbortError; nothing is left behind and the lock is
    * never taken later. Already aborted ⇒ AbortError, and the file is not touched.
    */
-  signal?: AbortSignal
+  signal?: AbortSignal | undefined
 }
 
 export interface LockHolder {

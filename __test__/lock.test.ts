@@ -18,7 +18,16 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { Worker } from 'node:worker_threads'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { acquireLock, getProcessInfo, type ProcessLock, readLock, tryLock } from '../index.js'
+import {
+  type AcquireLockOptions,
+  acquireLock,
+  getProcessInfo,
+  type LockInfo,
+  type ProcessLock,
+  readLock,
+  type TryLockOptions,
+  tryLock,
+} from '../index.js'
 import {
   aliveInProcTable,
   FIXTURES,
@@ -504,6 +513,17 @@ describe('options', () => {
     expect(err).toBeInstanceOf(Err)
     expect(err.code).toBe(code)
     expect(existsSync(path)).toBe(false)
+  })
+
+  it('takes undefined for every option (exactOptionalPropertyTypes)', async () => {
+    const path = lockPath()
+    const tryOptions: TryLockOptions = { purpose: undefined, mode: undefined, allowNetworkFs: undefined }
+    const options: AcquireLockOptions = { ...tryOptions, wait: undefined, signal: undefined }
+    const lock = await acquireLock(path, options)
+    const info: LockInfo = readLock(path)
+    expect(info.held).toBe(true)
+    expect(tryLock(path, tryOptions)).toBeNull()
+    lock.release()
   })
 
   it('tryLock takes only its own options', () => {

@@ -7,16 +7,15 @@
 
 const os = require('node:os')
 const native = require('../binding.js')
-const { fromNative, typeError, rangeError } = require('./errors')
+const { brand, fromNative, nativeInfo, rangeError, systemError, typeError } = require('./errors')
 const validate = require('./validate')
 
 const dispose = Symbol.dispose ?? Symbol.for('nodejs.dispose')
 const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')
-const ERROR_BRAND = Symbol.for('procward.error')
 const LOCK_BRAND = Symbol.for('procward.lock')
 const INTERNAL = Symbol('ProcessLock.internal')
 
-const MAX_WAIT_MS = 2 ** 31 - 1
+const MAX_WAIT_MS = validate.DURATION_MAX
 const DEFAULT_MODE = 0o600
 /** How long `wait: false` waits out shared locks (probes) before ELOCKED. */
 const SHARED_WAIT_MS = 100
@@ -29,11 +28,6 @@ const ACQUIRE_KEYS = [...TRY_KEYS, 'wait', 'signal']
 // A held lock stays referenced until release(): it ends with release() or
 // with its process (or worker thread), never at a garbage collection.
 const held = new Set()
-
-function brand(err) {
-  Object.defineProperty(err, ERROR_BRAND, { value: true })
-  return err
-}
 
 function abortError(signal) {
   const err = new Error('The operation was aborted', { cause: signal?.reason })
@@ -96,18 +90,19 @@ function checkAcquireOptions(options) {
   return { ...o, wait, signal }
 }
 
-/** A native call on a lock path: errors get Node's shape and `.path`. */
+/** A native error about a lock path, in Node's shape (with `path` for system errors). */
+function pathError(err, path) {
+  const info = nativeInfo(err)
+  return info ? brand(systemError(info.code, info, path)) : fromNative(err)
+}
+
+/** A native call on a lock path. */
 function onPath(path, fn, ...args) {
   try {
     return fn(...args)
   } catch (err) {
-    throw withPath(fromNative(err), path)
+    throw pathError(err, path)
   }
-}
-
-function withPath(err, path) {
-  if (typeof err.code === 'string' && err.code.startsWith('E') && !err.code.startsWith('ERR_')) err.path = path
-  return err
 }
 
 // ---- records ------------------------------------------------------------------
@@ -296,13 +291,13 @@ function waitForLock(path, o) {
       } else if (end.outcome === 'cancelled') {
         reject(cause === 'abort' ? abortError(o.signal) : lockedError(path))
       } else {
-        reject(withPath(fromNative(new Error(end.error)), path))
+        reject(pathError(new Error(end.error), path))
       }
     }
     try {
       handle = native.lockWait(path, o.mode, o.allowNetworkFs, o.purpose, onDone)
     } catch (err) {
-      reject(withPath(fromNative(err), path))
+      reject(pathError(err, path))
       return
     }
     o.signal?.addEventListener('abort', onAbort, { once: true })

@@ -12,58 +12,46 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Result, Status};
 use napi_derive::napi;
 
-use crate::errors::{coded, errno_name};
+use crate::errors::{coded, json_str, system_err};
 use crate::lock::{self, Acquired, Cancel, LockFile, OpenError, Try, WaitEnd, Waiter};
 use crate::pid::Pid;
 use crate::proc_info::InfoError;
 
-/// Errno names `errors::errno_name` does not know and a lock can meet.
-fn lock_errno_name(errno: i32) -> &'static str {
-    match errno {
-        libc::ENOSPC => "ENOSPC",
-        libc::EROFS => "EROFS",
-        libc::EDQUOT => "EDQUOT",
-        libc::ENOLCK => "ENOLCK",
-        libc::EFBIG => "EFBIG",
-        libc::EOPNOTSUPP => "ENOTSUP",
-        libc::ENXIO => "ENXIO",
-        libc::ENODEV => "ENODEV",
-        libc::EOVERFLOW => "EOVERFLOW",
-        libc::ESTALE => "ESTALE",
-        libc::EXDEV => "EXDEV",
-        n => errno_name(n),
+/// A failed system call, as `errors::system_err` shapes it; the JS side adds
+/// the path (Node's `SystemError` shape: `code`, `errno`, `syscall`, `path`).
+fn os_err(err: &io::Error, syscall: &str) -> napi::Error {
+    match err.raw_os_error() {
+        Some(errno) => system_err(errno, syscall, ""),
+        None => coded("EUNKNOWN", format!("{syscall}: {err}")),
     }
 }
 
-/// `[CODE] op: detail, 'path'` (Node's own shape, after the code).
-fn os_err(err: &io::Error, op: &str, path: &str) -> napi::Error {
-    let code = err.raw_os_error().map_or("EUNKNOWN", lock_errno_name);
-    coded(code, format!("{op}: {err}, '{path}'"))
+/// A refusal of ours, dressed as the errno that says it best, with our own
+/// words for it.
+fn refused(errno: i32, reason: &str) -> napi::Error {
+    system_err(errno, "open", &format!(",\"reason\":{}", json_str(reason)))
 }
 
-fn open_err(e: OpenError, path: &str) -> napi::Error {
+fn open_err(e: OpenError) -> napi::Error {
     match e {
-        OpenError::Os { err, op } => os_err(&err, op, path),
-        OpenError::NotRegular { directory: true } => coded(
-            "EISDIR",
-            format!("open: a directory, not a lock file, '{path}'"),
-        ),
-        OpenError::NotRegular { directory: false } => {
-            coded("EINVAL", format!("open: not a regular file, '{path}'"))
+        OpenError::Os { err, op } => os_err(&err, op),
+        OpenError::NotRegular { directory: true } => {
+            refused(libc::EISDIR, "a directory, not a lock file")
         }
-        OpenError::OtherOwner { uid } => coded(
-            "EPERM",
-            format!(
-                "open: the lock file belongs to uid {uid}, not to this process's; \
-                 a file another user controls could be held by them forever, '{path}'"
+        OpenError::NotRegular { directory: false } => refused(libc::EINVAL, "not a regular file"),
+        OpenError::OtherOwner { uid } => refused(
+            libc::EPERM,
+            &format!(
+                "the lock file belongs to uid {uid}, not to this process's; \
+                 a file another user controls could be held by them forever"
             ),
         ),
-        OpenError::NetworkFs { fs } => coded(
-            "ENOTSUP",
-            format!(
-                "open: on a network filesystem ({fs}), where flock is emulated and a \
-                 partition can leave two holders; pass allowNetworkFs: true to lock \
-                 it anyway, '{path}'"
+        OpenError::NetworkFs { fs } => refused(
+            libc::EOPNOTSUPP,
+            &format!(
+                "on a network filesystem ({fs}), where flock is emulated and a \
+                 partition can leave two holders; pass allowNetworkFs: true to \
+                 lock it anyway"
             ),
         ),
     }
@@ -80,8 +68,7 @@ fn check_mode(mode: u32) -> Result<u32> {
 }
 
 fn open(path: &str, mode: u32, allow_network_fs: bool) -> Result<LockFile> {
-    LockFile::open(Path::new(path), check_mode(mode)?, allow_network_fs)
-        .map_err(|e| open_err(e, path))
+    LockFile::open(Path::new(path), check_mode(mode)?, allow_network_fs).map_err(open_err)
 }
 
 /// The native side of a `ProcessLock`, and of a wait for one.
@@ -157,8 +144,7 @@ pub fn lock_try(
     purpose: Option<String>,
 ) -> Result<Either<NativeLock, &'static str>> {
     let file = open(&path, mode, allow_network_fs)?;
-    let found =
-        lock::try_acquire(file, purpose.as_deref()).map_err(|e| os_err(&e, "flock", &path))?;
+    let found = lock::try_acquire(file, purpose.as_deref()).map_err(|e| os_err(&e, "flock"))?;
     Ok(match found {
         Try::Acquired(a) => Either::A(NativeLock {
             held: Arc::new(Mutex::new(Some(a))),
@@ -211,20 +197,14 @@ pub fn lock_wait(
             },
             WaitEnd::Failed(e) => NativeWaitEnd {
                 outcome: "error".into(),
-                error: Some(os_err(&e, "flock", &path).reason),
+                error: Some(os_err(&e, "flock").reason),
             },
         };
         // If the environment is gone the call fails; the handle's drop (or
         // this closure's, holding the last reference) then releases the lock.
         callback.call(end, ThreadsafeFunctionCallMode::NonBlocking);
     });
-    let waiter = lock::wait(file, purpose, done).map_err(|e| {
-        let code = e.raw_os_error().map_or("EUNKNOWN", lock_errno_name);
-        coded(
-            code,
-            format!("pthread_create: cannot start a lock waiter: {e}"),
-        )
-    })?;
+    let waiter = lock::wait(file, purpose, done).map_err(|e| os_err(&e, "pthread_create"))?;
     Ok(NativeLock {
         held,
         waiter: Mutex::new(Some(waiter)),
@@ -241,7 +221,7 @@ pub struct NativeLockInfo {
 /// Never takes the lock, never blocks, never creates the file.
 #[napi]
 pub fn lock_read(path: String) -> Result<NativeLockInfo> {
-    let seen = lock::read(Path::new(&path)).map_err(|e| open_err(e, &path))?;
+    let seen = lock::read(Path::new(&path)).map_err(open_err)?;
     Ok(match seen {
         Some(o) => NativeLockInfo {
             exists: true,
@@ -266,6 +246,6 @@ pub fn lock_holder_running(pid: f64, identity: String) -> Result<bool> {
             "EACCES",
             "the process exists but /proc (hidepid) does not show it",
         ),
-        InfoError::Io(e) => os_err(&e, "read", "/proc"),
+        InfoError::Io(e) => os_err(&e, "read"),
     })
 }
