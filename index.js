@@ -5,6 +5,7 @@ const native = require('./binding.js')
 const { callNative } = require('./lib/errors')
 const validate = require('./lib/validate')
 const { SupervisedProcess, spawnSupervised, stopSupervisedProcess } = require('./lib/supervised')
+const { acquireLock, tryLock, readLock, ProcessLock } = require('./lib/lock')
 
 function isProcessRunning(pid, identity) {
   validate.pid(pid)
@@ -22,3 +23,7 @@ exports.getProcessInfo = getProcessInfo
 exports.spawnSupervised = spawnSupervised
 exports.stopSupervisedProcess = stopSupervisedProcess
 exports.SupervisedProcess = SupervisedProcess
+exports.acquireLock = acquireLock
+exports.tryLock = tryLock
+exports.readLock = readLock
+exports.ProcessLock = ProcessLock

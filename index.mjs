@@ -12,4 +12,8 @@ export const getProcessInfo = procward.getProcessInfo
 export const spawnSupervised = procward.spawnSupervised
 export const stopSupervisedProcess = procward.stopSupervisedProcess
 export const SupervisedProcess = procward.SupervisedProcess
+export const acquireLock = procward.acquireLock
+export const tryLock = procward.tryLock
+export const readLock = procward.readLock
+export const ProcessLock = procward.ProcessLock
 export default procward

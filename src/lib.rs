@@ -6,6 +6,7 @@
 #![deny(clippy::all)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod binding;
 pub mod duration;
 pub mod errors;
 pub mod exit_watch;
@@ -14,6 +15,8 @@ mod js_loop;
 #[cfg(not(target_os = "linux"))]
 #[path = "js_loop_none.rs"]
 mod js_loop;
+#[cfg(target_os = "linux")]
+pub mod lock;
 pub mod pid;
 pub mod proc_info;
 mod runtime;
