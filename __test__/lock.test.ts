@@ -716,7 +716,7 @@ describe('readLock', () => {
   })
 })
 
-describe('the file is procward\'s', () => {
+describe("the file is procward's", () => {
   for (const how of ['renamed over', 'removed'] as const) {
     it(`a waiter never ends up holding a file that was ${how} while it waited`, async () => {
       const path = lockPath()

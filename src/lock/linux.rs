@@ -176,9 +176,7 @@ fn check_owner(st: &libc::stat) -> Result<(), OpenError> {
 /// file); as root the owner check does not stop it.
 fn check_links(st: &libc::stat) -> Result<(), OpenError> {
     if st.st_nlink > 1 {
-        return Err(OpenError::HardLinked {
-            links: st.st_nlink as u64,
-        });
+        return Err(OpenError::HardLinked { links: st.st_nlink });
     }
     Ok(())
 }

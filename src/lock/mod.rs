@@ -15,8 +15,12 @@
 //! — hold two open file descriptions and exclude each other like two
 //! processes.
 //!
-//! The file is a record, and it stays: it is never removed or renamed (a
-//! rename would move the locked inode away from the path). Right after
+//! The file is a record, and it stays: procward never removes or renames it
+//! (a rename would move the locked inode away from the path). If someone
+//! else does, every acquire checks, once it holds the flock, that the path
+//! still names the file it locked, and otherwise opens the path again.
+//! The file is ours alone: a non-empty file that is not a record of ours is
+//! refused, never overwritten. Right after
 //! acquiring, the holder writes its record (JSON) in place; a clean release
 //! truncates it before unlocking. A non-empty record found by the next
 //! holder is therefore one whose writer died without releasing.
@@ -94,7 +98,7 @@ pub enum OpenError {
     /// More than one name for the file: the record would overwrite whatever
     /// the other name stands for.
     HardLinked {
-        links: u64,
+        links: libc::nlink_t,
     },
     /// Not empty and not a procward record: a data file, which acquiring
     /// would overwrite and releasing would truncate.
