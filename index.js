@@ -5,6 +5,7 @@ const native = require('./binding.js')
 const { callNative } = require('./lib/errors')
 const validate = require('./lib/validate')
 const { SupervisedProcess, spawnSupervised, stopSupervisedProcess } = require('./lib/supervised')
+const { waitForExit } = require('./lib/wait')
 
 function isProcessRunning(pid, identity) {
   validate.pid(pid)
@@ -22,3 +23,4 @@ exports.getProcessInfo = getProcessInfo
 exports.spawnSupervised = spawnSupervised
 exports.stopSupervisedProcess = stopSupervisedProcess
 exports.SupervisedProcess = SupervisedProcess
+exports.waitForExit = waitForExit

@@ -6,4 +6,5 @@ export const getProcessInfo = procward.getProcessInfo
 export const spawnSupervised = procward.spawnSupervised
 export const stopSupervisedProcess = procward.stopSupervisedProcess
 export const SupervisedProcess = procward.SupervisedProcess
+export const waitForExit = procward.waitForExit
 export default procward

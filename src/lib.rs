@@ -6,6 +6,7 @@
 #![deny(clippy::all)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod binding;
 pub mod errors;
 pub mod exit_watch;
 #[cfg(target_os = "linux")]
@@ -17,6 +18,7 @@ pub mod spawn;
 pub mod stop;
 #[cfg(target_os = "linux")]
 pub mod sys;
+pub mod wait;
 
 use napi::bindgen_prelude::JsValue;
 use napi::Result;

@@ -10,8 +10,8 @@ pub mod stat;
 mod linux;
 #[cfg(target_os = "linux")]
 pub use linux::{
-    identity_of, identity_of_pidfd, is_running, is_running_as, process_info,
-    stat_and_identity_of_pidfd,
+    current_boot, identity_of, identity_of_pidfd, is_running, is_running_as, process_info,
+    stat_and_identity_of_pidfd, stat_of,
 };
 
 #[cfg(target_os = "macos")]

@@ -239,22 +239,7 @@ impl StopTarget for PollTarget {
         let identity = self.identity.clone();
         async move {
             let deadline = tokio::time::Instant::now() + timeout;
-            let mut delay = Duration::from_millis(1);
-            loop {
-                let running = match &identity {
-                    None => proc_info::is_running(pid).unwrap_or(false),
-                    Some(id) => proc_info::is_running_as(pid, id).unwrap_or(false),
-                };
-                if !running {
-                    return true;
-                }
-                let now = tokio::time::Instant::now();
-                if now >= deadline {
-                    return false;
-                }
-                tokio::time::sleep((deadline - now).min(delay)).await;
-                delay = (delay * 2).min(Duration::from_millis(50));
-            }
+            crate::wait::poll_until_exit(pid, identity.as_deref(), Some(deadline)).await
         }
     }
 }
