@@ -6,6 +6,7 @@ const { callNative } = require('./lib/errors')
 const validate = require('./lib/validate')
 const { SupervisedProcess, spawnSupervised, stopSupervisedProcess } = require('./lib/supervised')
 const { waitForExit } = require('./lib/wait')
+const { Supervisor, readSupervisorState } = require('./lib/supervisor')
 
 function isProcessRunning(pid, identity) {
   validate.pid(pid)
@@ -24,3 +25,5 @@ exports.spawnSupervised = spawnSupervised
 exports.stopSupervisedProcess = stopSupervisedProcess
 exports.SupervisedProcess = SupervisedProcess
 exports.waitForExit = waitForExit
+exports.Supervisor = Supervisor
+exports.readSupervisorState = readSupervisorState

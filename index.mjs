@@ -7,4 +7,6 @@ export const spawnSupervised = procward.spawnSupervised
 export const stopSupervisedProcess = procward.stopSupervisedProcess
 export const SupervisedProcess = procward.SupervisedProcess
 export const waitForExit = procward.waitForExit
+export const Supervisor = procward.Supervisor
+export const readSupervisorState = procward.readSupervisorState
 export default procward

@@ -7,7 +7,7 @@ const fs = require('node:fs')
 const net = require('node:net')
 const { isMainThread } = require('node:worker_threads')
 const native = require('../binding.js')
-const { callNative, fromNative, typeError } = require('./errors')
+const { callNative, fromNative, rangeError, typeError } = require('./errors')
 const validate = require('./validate')
 
 const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')
@@ -20,6 +20,11 @@ const IS_NODE = typeof process.versions.node === 'string' && !process.versions.b
 // Recognises a SupervisedProcess from another copy of this package too (two
 // versions in one node_modules tree), as execa brands its errors.
 const SUPERVISED_BRAND = Symbol.for('procward.supervised')
+
+// Package-internal spawn option and stream (the Supervisor's `notifyFd`
+// ready check): a pipe whose write end is this fd number in the child.
+const NOTIFY_FD = Symbol.for('procward.notifyFd')
+const NOTIFY_STREAM = Symbol.for('procward.notifyStream')
 
 const STOP_DEFAULTS = Object.freeze({ signal: 'SIGTERM', graceMs: 5000, killTimeoutMs: 2000 })
 
@@ -111,6 +116,10 @@ function nativeSpawnOptions(options) {
   }
   // Check the stop defaults now, so a bad one fails the spawn, not a later stop.
   nativeStopOptions(o.stop)
+  const notifyFd = o[NOTIFY_FD]
+  if (notifyFd !== undefined && (!Number.isInteger(notifyFd) || notifyFd < 3 || notifyFd > 65535)) {
+    throw rangeError(`notifyFd must be an integer in 3..=65535, got ${notifyFd}`)
+  }
   return {
     native: {
       cwd,
@@ -121,6 +130,7 @@ function nativeSpawnOptions(options) {
       processGroup,
       killGroupOnExit: processGroup && killGroupOnExit,
       deathSignal,
+      notifyFd,
       useLoop: IS_NODE,
     },
     stopDefaults: { ...STOP_DEFAULTS, ...(o.stop ?? {}) },
@@ -146,6 +156,7 @@ class SupervisedProcess extends EventEmitter {
   #stopDefaults
   #abort = null
   #stdio
+  #notify
 
   /** @internal Use spawnSupervised(). */
   constructor(handle, stopDefaults, abortSignal) {
@@ -156,7 +167,9 @@ class SupervisedProcess extends EventEmitter {
     this.#exited = new Promise((resolve) => {
       this.#resolveExited = resolve
     })
-    this.#stdio = handle.takePipes().map(pipeStream)
+    const [stdin, stdout, stderr, notify] = handle.takePipes()
+    this.#stdio = [stdin, stdout, stderr].map(pipeStream)
+    this.#notify = pipeStream(notify, 3)
     if (abortSignal) {
       const onAbort = () => {
         this.stop().catch(() => {})
@@ -258,6 +271,11 @@ class SupervisedProcess extends EventEmitter {
     await this.stop()
   }
 
+  /** @internal The read end of the notify pipe (see NOTIFY_FD), or null. */
+  get [NOTIFY_STREAM]() {
+    return this.#notify
+  }
+
   get [SUPERVISED_BRAND]() {
     return true
   }
@@ -313,4 +331,13 @@ async function stopSupervisedProcess(target, options) {
   }
 }
 
-module.exports = { SupervisedProcess, spawnSupervised, stopSupervisedProcess }
+module.exports = {
+  SupervisedProcess,
+  spawnSupervised,
+  stopSupervisedProcess,
+  abortError,
+  nativeStopOptions,
+  checkSpawnOptions: nativeSpawnOptions,
+  NOTIFY_FD,
+  NOTIFY_STREAM,
+}

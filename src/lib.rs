@@ -6,7 +6,7 @@
 #![deny(clippy::all)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
-mod binding;
+pub mod binding;
 pub mod errors;
 pub mod exit_watch;
 #[cfg(target_os = "linux")]
@@ -16,6 +16,7 @@ pub mod proc_info;
 mod runtime;
 pub mod spawn;
 pub mod stop;
+pub mod strays;
 #[cfg(target_os = "linux")]
 pub mod sys;
 pub mod wait;
@@ -115,6 +116,8 @@ pub struct NativeSpawnOptions {
     pub kill_group_on_exit: bool,
     /// 0: none.
     pub death_signal: i32,
+    /// A readiness pipe's write end at this fd number (>= 3) in the child.
+    pub notify_fd: Option<i32>,
     /// May the exit be watched on this thread's libuv loop? The JS side says
     /// no outside Node: Bun exports every `uv_*` symbol as an aborting stub,
     /// so finding the symbol proves nothing.
@@ -185,7 +188,8 @@ pub struct NativeChild {
     identity: String,
     backend: Backend,
     delivery: Delivery,
-    pipes: Mutex<[Option<std::os::fd::OwnedFd>; 3]>,
+    /// Parent ends: stdio 0..3, then the notify pipe's read end.
+    pipes: Mutex<[Option<std::os::fd::OwnedFd>; 4]>,
 }
 
 #[napi]
@@ -235,7 +239,8 @@ impl NativeChild {
         self.set_ref(&env, false)
     }
 
-    /// Hands the parent's pipe ends to JS (once): fd numbers, -1 where none.
+    /// Hands the parent's pipe ends to JS (once): fd numbers for stdio 0..3
+    /// and the notify pipe, -1 where none.
     #[napi]
     pub fn take_pipes(&self) -> Vec<i32> {
         let mut pipes = self.pipes.lock().unwrap_or_else(|e| e.into_inner());
@@ -302,6 +307,13 @@ fn threadsafe_delivery(
     Ok((callback, deliver))
 }
 
+fn pipe_ends(
+    [a, b, c]: [Option<std::os::fd::OwnedFd>; 3],
+    notify: Option<std::os::fd::OwnedFd>,
+) -> [Option<std::os::fd::OwnedFd>; 4] {
+    [a, b, c, notify]
+}
+
 /// How long the native reaper leaves a child's exit to the JS loop before
 /// settling it itself (see `exit_watch::watch_beside_loop`).
 const LOOP_FIRST: Duration = Duration::from_millis(1);
@@ -356,6 +368,7 @@ pub fn spawn_supervised(
         stdio: [stdio_spec(0)?, stdio_spec(1)?, stdio_spec(2)?],
         process_group: options.process_group,
         death_signal,
+        notify_fd: options.notify_fd,
     };
     let child =
         spawn::spawn(&cmd, !exit_watch::forced_fallback()).map_err(|e| spawn_err(e, &command))?;
@@ -391,7 +404,7 @@ pub fn spawn_supervised(
                     identity,
                     backend: Backend::PidfdLoop,
                     delivery: Delivery::Loop(loop_ref),
-                    pipes: Mutex::new(child.pipes),
+                    pipes: Mutex::new(pipe_ends(child.pipes, child.notify)),
                 });
             }
             Err(fd) => pidfd = Some(fd),
@@ -408,7 +421,7 @@ pub fn spawn_supervised(
             identity,
             backend,
             delivery: Delivery::Threadsafe(callback),
-            pipes: Mutex::new(child.pipes),
+            pipes: Mutex::new(pipe_ends(child.pipes, child.notify)),
         }),
         Err(e) => {
             // No watcher could be started: take the child down again so that
