@@ -70,7 +70,7 @@ describe('our children', () => {
     const p = sup('sh', ['-c', 'exit 3'])
     const info = await p.exited
     const r = await p.stop()
-    expect(r).toEqual({ outcome: 'already-exited', signals: [], elapsedMs: 0, exit: info })
+    expect(r).toEqual({ outcome: 'already-exited', pidReused: false, signals: [], elapsedMs: 0, exit: info })
 
     const q = sup('sleep', ['100'])
     const first = await q.stop()

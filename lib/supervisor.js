@@ -72,7 +72,7 @@ const TRANSITIONS = Object.freeze({
 
 // ---- options ----------------------------------------------------------------------
 
-const MAX_MS = 2 ** 31 - 1
+const MAX_MS = validate.DURATION_MAX
 const DEFAULTS = Object.freeze({
   restart: 'always',
   backoff: Object.freeze({ initialMs: 0, stepMs: 100, factor: 2, maxMs: 30_000, resetAfterMs: 10_000 }),
@@ -129,17 +129,11 @@ function knownKeys(value, keys, name) {
 }
 
 function ms(value, name, fallback, allowFalse = false) {
-  if (value === undefined) return fallback
   if (allowFalse && value === false) return false
-  if (typeof value !== 'number') {
-    throw typeError(
-      `${name} must be a number of milliseconds${allowFalse ? ' or false' : ''}, got ${validate.describe(value)}`,
-    )
+  if (allowFalse && value !== undefined && typeof value !== 'number') {
+    throw typeError(`${name} must be a number of milliseconds or false, got ${validate.describe(value)}`)
   }
-  if (!Number.isFinite(value) || value < 0 || value > MAX_MS) {
-    throw rangeError(`${name} must be 0..${MAX_MS} ms, got ${String(value)}`)
-  }
-  return value
+  return validate.duration(value, name, fallback)
 }
 
 function oneOf(value, choices, name, fallback) {

@@ -67,13 +67,18 @@ function signalName(num) {
   return null
 }
 
+// Every duration option: whole or fractional milliseconds in 0..=2^31-1,
+// the range of setTimeout (about 24.8 days). A fraction is rounded up to the
+// next millisecond natively.
+const DURATION_MAX = 2 ** 31 - 1
+
 function duration(value, name, fallback) {
   if (value === undefined) return fallback
   if (typeof value !== 'number') {
     throw typeError(`${name} must be a number of milliseconds, got ${describe(value)}`)
   }
-  if (!Number.isFinite(value) || value < 0) {
-    throw rangeError(`${name} must be finite and >= 0, got ${value}`)
+  if (!(value >= 0 && value <= DURATION_MAX)) {
+    throw rangeError(`${name} must be a number of milliseconds in 0..=${DURATION_MAX}, got ${value}`)
   }
   return value
 }
@@ -88,6 +93,7 @@ function optionalBoolean(value, name) {
 
 module.exports = {
   PID_MAX,
+  DURATION_MAX,
   describe,
   pid,
   targetPid,

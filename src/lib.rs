@@ -7,6 +7,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod binding;
+pub mod duration;
 pub mod errors;
 pub mod exit_watch;
 #[cfg(target_os = "linux")]
@@ -25,6 +26,7 @@ use napi::bindgen_prelude::JsValue;
 use napi::Result;
 use napi_derive::napi;
 
+use duration::Millis;
 use errors::{coded, io_err};
 use pid::Pid;
 use proc_info::InfoError;
@@ -85,7 +87,7 @@ use std::os::fd::IntoRawFd;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use napi::bindgen_prelude::Function;
+use napi::bindgen_prelude::{Function, PromiseRaw};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Status};
 
@@ -93,7 +95,7 @@ use exit_watch::{Backend, ExitStatus, Watched};
 use pid::Signal;
 use spawn::{Command, SpawnError, Stdio};
 use stop::targets::{ChildTarget, Open, PidfdTarget, PollTarget};
-use stop::{Outcome, StopPlan, StopReport};
+use stop::{Deadlines, Escalation, Outcome, StopPlan, StopReport};
 
 #[napi(object)]
 pub struct NativeStdio {
@@ -118,6 +120,11 @@ pub struct NativeSpawnOptions {
     pub death_signal: i32,
     /// A readiness pipe's write end at this fd number (>= 3) in the child.
     pub notify_fd: Option<i32>,
+    /// Credentials for the child: integers in 0..=2^32-2, checked again here
+    /// (napi's u32 conversion would wrap).
+    pub uid: Option<f64>,
+    pub gid: Option<f64>,
+    pub argv0: Option<String>,
     /// May the exit be watched on this thread's libuv loop? The JS side says
     /// no outside Node: Bun exports every `uv_*` symbol as an aborting stub,
     /// so finding the symbol proves nothing.
@@ -159,18 +166,60 @@ fn to_signal(num: i32) -> Result<Signal> {
         .ok_or_else(|| coded("ERR_OUT_OF_RANGE", format!("bad signal number {num}")))
 }
 
-fn spawn_err(err: SpawnError, program: &str) -> napi::Error {
+/// A spawn failure for the JS face, which words it as Node does (see
+/// `spawnSupervised` in lib/supervised.js): `at` says what failed — "spawn"
+/// (finding or executing the program: Node's `spawn <command> <CODE>`),
+/// "chdir" (the cwd), "open" (the stdio file of fd `fd`) or "setup" (a step
+/// of the child between clone and exec: setuid, setgid, setpgid, ...).
+fn spawn_err(err: SpawnError) -> napi::Error {
+    use spawn::Stage;
     match err {
         SpawnError::Invalid(msg) => coded("ERR_INVALID_ARG_VALUE", msg),
+        SpawnError::File { fd, err, reason } => match err.raw_os_error() {
+            Some(errno) => {
+                let reason = reason.map_or(String::new(), |r| {
+                    format!(",\"reason\":{}", errors::json_str(r))
+                });
+                errors::system_err(
+                    errno,
+                    "open",
+                    &format!(",\"at\":\"open\",\"fd\":{fd}{reason}"),
+                )
+            }
+            None => io_err(&err, "open"),
+        },
         SpawnError::Os { err, stage } => {
-            let syscall = stage.syscall();
-            let what = match stage {
-                spawn::Stage::Cwd | spawn::Stage::Chdir => "cwd",
-                spawn::Stage::Stdio => "stdio",
-                _ => program,
+            let at = match stage {
+                Stage::Cwd | Stage::Chdir => "chdir",
+                Stage::Setpgid | Stage::Prctl | Stage::Dup2 | Stage::Setgid | Stage::Setuid => {
+                    "setup"
+                }
+                Stage::Resolve | Stage::Stdio | Stage::Clone | Stage::Execve | Stage::Spawner => {
+                    "spawn"
+                }
             };
-            io_err(&err, &format!("{syscall} {what}"))
+            match err.raw_os_error() {
+                Some(errno) => {
+                    errors::system_err(errno, stage.syscall(), &format!(",\"at\":\"{at}\""))
+                }
+                None => io_err(&err, stage.syscall()),
+            }
         }
+    }
+}
+
+/// A uid or gid from JS: an integer in 0..=2^32-2 (2^32-1 is the "no
+/// change" id of setresuid, never a real one).
+fn to_id(value: Option<f64>, what: &str) -> Result<Option<u32>> {
+    match value {
+        None => Ok(None),
+        Some(v) if v.fract() == 0.0 && (0.0..=f64::from(u32::MAX - 1)).contains(&v) => {
+            Ok(Some(v as u32))
+        }
+        Some(v) => Err(coded(
+            "ERR_OUT_OF_RANGE",
+            format!("{what} must be an integer in 0..=4294967294, got {v}"),
+        )),
     }
 }
 
@@ -256,16 +305,27 @@ impl NativeChild {
         self.watched.exit_status().map(exit_info)
     }
 
-    #[napi]
-    pub async fn stop(&self, options: NativeStopOptions) -> Result<NativeStopResult> {
+    /// Starts a stop that later callers can escalate through `control`.
+    /// Bad options throw here, before anything is sent.
+    #[napi(ts_return_type = "Promise<NativeStopResult>")]
+    pub fn stop<'env>(
+        &self,
+        env: &'env Env,
+        options: NativeStopOptions,
+        control: &NativeStopControl,
+    ) -> Result<PromiseRaw<'env, NativeStopResult>> {
         let started = Instant::now();
         let plan = stop_plan(&options)?;
         let group = options.group.unwrap_or(self.watched.pgid().is_some());
-        let mut target = ChildTarget::new(self.watched.clone(), group);
-        let report = stop::run(&mut target, &plan)
-            .await
-            .map_err(|e| io_err(&e, "kill"))?;
-        Ok(stop_result(report, started, self.watched.exit_status()))
+        let watched = self.watched.clone();
+        let escalation = control.escalation.clone();
+        env.spawn_future(async move {
+            let mut target = ChildTarget::new(watched.clone(), group);
+            let report = stop::run(&mut target, &plan, &escalation)
+                .await
+                .map_err(|e| io_err(&e, "kill"))?;
+            Ok(stop_result(report, started, watched.exit_status()))
+        })
     }
 }
 
@@ -352,7 +412,7 @@ pub fn spawn_supervised(
         n => Some(to_signal(n)?),
     };
     let cmd = Command {
-        program: command.clone(),
+        program: command,
         args,
         env: if options.inherit_env {
             std::env::vars_os().collect()
@@ -369,9 +429,11 @@ pub fn spawn_supervised(
         process_group: options.process_group,
         death_signal,
         notify_fd: options.notify_fd,
+        uid: to_id(options.uid, "uid")?,
+        gid: to_id(options.gid, "gid")?,
+        argv0: options.argv0.clone(),
     };
-    let child =
-        spawn::spawn(&cmd, !exit_watch::forced_fallback()).map_err(|e| spawn_err(e, &command))?;
+    let child = spawn::spawn(&cmd, !exit_watch::forced_fallback()).map_err(spawn_err)?;
     let pid = child.pid;
     let identity = match &child.pidfd {
         Some(fd) => proc_info::identity_of_pidfd(pid, fd),
@@ -446,19 +508,44 @@ pub struct NativeStopOptions {
 #[napi(object)]
 pub struct NativeStopResult {
     pub outcome: String,
+    /// A bare-pid stop found a live process on the pid, but not the one
+    /// `identity` names.
+    pub pid_reused: bool,
     pub signals: Vec<String>,
     pub elapsed_ms: f64,
     pub exit: Option<NativeExitInfo>,
 }
 
-fn duration_ms(ms: f64, what: &str) -> Result<Duration> {
-    if !ms.is_finite() || ms < 0.0 {
-        return Err(coded(
-            "ERR_OUT_OF_RANGE",
-            format!("{what} must be finite and >= 0"),
-        ));
+/// One running stop's escalation: passed to `stop`/`stopPid` when it starts,
+/// and tightened by later callers with their options (`escalate`).
+#[napi]
+pub struct NativeStopControl {
+    escalation: Escalation,
+}
+
+#[napi]
+impl NativeStopControl {
+    #[napi(constructor)]
+    #[allow(clippy::new_without_default)] // a JS constructor, not a Rust API
+    pub fn new() -> NativeStopControl {
+        NativeStopControl {
+            escalation: Escalation::new(),
+        }
     }
-    Ok(Duration::from_secs_f64(ms / 1000.0))
+
+    /// A later caller's options: the stop sends SIGKILL and gives up no
+    /// later than they would have (never later than it already would).
+    #[napi]
+    pub fn escalate(&self, options: NativeStopOptions) -> Result<()> {
+        let plan = stop_plan(&options)?;
+        self.escalation
+            .tighten(Deadlines::of(&plan, tokio::time::Instant::now()));
+        Ok(())
+    }
+}
+
+fn duration_ms(ms: f64, what: &str) -> Result<Millis> {
+    Millis::from_f64(ms).map_err(|e| coded("ERR_OUT_OF_RANGE", format!("{what} {e}, got {ms}")))
 }
 
 fn stop_plan(o: &NativeStopOptions) -> Result<StopPlan> {
@@ -472,6 +559,7 @@ fn stop_plan(o: &NativeStopOptions) -> Result<StopPlan> {
 fn stop_result(report: StopReport, started: Instant, exit: Option<ExitStatus>) -> NativeStopResult {
     NativeStopResult {
         outcome: report.outcome.as_str().to_owned(),
+        pid_reused: false,
         signals: report
             .signals
             .iter()
@@ -490,12 +578,15 @@ fn stop_io_err(e: std::io::Error) -> napi::Error {
 }
 
 /// Stops a bare pid (not a child of ours): pidfd-pinned, identity-checked.
-#[napi]
-pub async fn stop_pid(
+/// Bad arguments throw here, before anything is sent.
+#[napi(ts_return_type = "Promise<NativeStopResult>")]
+pub fn stop_pid<'env>(
+    env: &'env Env,
     pid: f64,
     options: NativeStopOptions,
     identity: Option<String>,
-) -> Result<NativeStopResult> {
+    control: &NativeStopControl,
+) -> Result<PromiseRaw<'env, NativeStopResult>> {
     let started = Instant::now();
     let pid = to_pid(pid)?;
     if pid == Pid::current() {
@@ -506,43 +597,49 @@ pub async fn stop_pid(
     }
     let plan = stop_plan(&options)?;
     let group = options.group.unwrap_or(false);
-    let identity = identity.as_deref();
-    let gone = || {
-        stop_result(
-            StopReport {
-                outcome: Outcome::AlreadyExited,
-                signals: vec![],
-            },
-            started,
-            None,
-        )
-    };
-    let use_pidfd = !exit_watch::forced_fallback();
-    let pidfd_target = if use_pidfd {
-        match PidfdTarget::open(pid, identity, group) {
-            Ok(t) => Some(t),
-            // No pidfd to be had (old kernel, EMFILE): poll instead.
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::ENOSYS) | Some(libc::EMFILE) | Some(libc::ENFILE)
-                ) =>
-            {
-                None
+    let escalation = control.escalation.clone();
+    env.spawn_future(async move {
+        let identity = identity.as_deref();
+        let nothing_sent = |pid_reused| NativeStopResult {
+            pid_reused,
+            ..stop_result(
+                StopReport {
+                    outcome: Outcome::AlreadyExited,
+                    signals: vec![],
+                },
+                started,
+                None,
+            )
+        };
+        let use_pidfd = !exit_watch::forced_fallback();
+        let pidfd_target = if use_pidfd {
+            match PidfdTarget::open(pid, identity, group) {
+                Ok(t) => Some(t),
+                // No pidfd to be had (old kernel, EMFILE): poll instead.
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::ENOSYS) | Some(libc::EMFILE) | Some(libc::ENFILE)
+                    ) =>
+                {
+                    None
+                }
+                Err(e) => return Err(stop_io_err(e)),
             }
-            Err(e) => return Err(stop_io_err(e)),
+        } else {
+            None
+        };
+        let report = match pidfd_target {
+            Some(Open::Gone) => return Ok(nothing_sent(false)),
+            Some(Open::Reused) => return Ok(nothing_sent(true)),
+            Some(Open::Target(mut t)) => stop::run(&mut t, &plan, &escalation).await,
+            None => match PollTarget::open(pid, identity, group).map_err(stop_io_err)? {
+                Open::Gone => return Ok(nothing_sent(false)),
+                Open::Reused => return Ok(nothing_sent(true)),
+                Open::Target(mut t) => stop::run(&mut t, &plan, &escalation).await,
+            },
         }
-    } else {
-        None
-    };
-    let report = match pidfd_target {
-        Some(Open::Gone) => return Ok(gone()),
-        Some(Open::Target(mut t)) => stop::run(&mut t, &plan).await,
-        None => match PollTarget::open(pid, identity, group).map_err(stop_io_err)? {
-            Open::Gone => return Ok(gone()),
-            Open::Target(mut t) => stop::run(&mut t, &plan).await,
-        },
-    }
-    .map_err(stop_io_err)?;
-    Ok(stop_result(report, started, None))
+        .map_err(stop_io_err)?;
+        Ok(stop_result(report, started, None))
+    })
 }

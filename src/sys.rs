@@ -109,6 +109,14 @@ pub fn killpg(pgid: Pid, sig: Signal) -> io::Result<()> {
     cvt(unsafe { libc::killpg(pgid.as_raw(), sig.as_raw()) } as libc::c_long).map(drop)
 }
 
+/// `getpgid(pid)`: the process group `pid` is in now (a zombie's too, until
+/// it is reaped). A process may leave the group it led (`setpgid`), so the
+/// group a stop signals and the group its leader is in can differ.
+pub fn getpgid(pid: Pid) -> io::Result<i32> {
+    // SAFETY: plain syscall; pid is positive, so only this pid is asked about.
+    cvt(unsafe { libc::getpgid(pid.as_raw()) } as libc::c_long).map(|g| g as i32)
+}
+
 /// How a child ended, as `waitid` reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WaitStatus {

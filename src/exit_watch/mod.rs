@@ -148,22 +148,37 @@ impl Watched {
 
     /// Signals the child (or its group) unless it has already exited.
     /// `Ok(false)`: nothing sent, because it is gone.
+    ///
+    /// With `group`, the group we created gets it, and so does the child by
+    /// pid if it has left that group (`setpgid`, into this process's own
+    /// group, say): `killpg` alone would miss it, or fail with ESRCH once
+    /// the group is empty while the child runs on. The group it moved to is
+    /// never signalled; it is not ours.
     pub fn signal(&self, sig: Signal, group: bool) -> std::io::Result<bool> {
+        let sent = |res: std::io::Result<()>| match res {
+            Ok(()) => Ok(true),
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(false),
+            Err(e) => Err(e),
+        };
         let state = self.lock();
         if *state != State::Running {
             return Ok(false);
         }
         // The pid is still ours (unreaped, and reaping needs this lock), so
-        // neither kill nor killpg can reach a recycled id.
-        let res = match (group, self.pgid) {
-            (true, Some(pgid)) => sys::killpg(pgid, sig),
-            _ => sys::kill(self.pid, sig),
+        // neither kill nor killpg can reach a recycled id, and the pgid (the
+        // child's pid) cannot name a stranger's group.
+        let Some(pgid) = self.pgid.filter(|_| group) else {
+            return sent(sys::kill(self.pid, sig));
         };
-        match res {
-            Ok(()) => Ok(true),
-            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(false),
-            Err(e) => Err(e),
-        }
+        // A leader still in its group gets one copy, through killpg (two
+        // could run a handler twice). The child may change groups between
+        // getpgid and killpg and miss a SIGTERM that way; a SIGKILL goes to
+        // it by pid regardless, so the escalation never misses.
+        let in_group =
+            sig != Signal::KILL && matches!(sys::getpgid(self.pid), Ok(g) if g == pgid.as_raw());
+        let to_group = sent(sys::killpg(pgid, sig))?;
+        let to_leader = !in_group && sent(sys::kill(self.pid, sig))?;
+        Ok(to_group || to_leader)
     }
 
     /// Signals the child alone, but not once it has exited (a zombie

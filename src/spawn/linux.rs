@@ -44,6 +44,11 @@ struct ChildArgs {
     death_signal: c_int,
     /// The notify pipe's write end and its fd number in the child; -1: none.
     notify: [c_int; 2],
+    /// Whether to switch credentials at all (libuv's UV_PROCESS_SETUID/SETGID).
+    set_uid: bool,
+    uid: libc::uid_t,
+    set_gid: bool,
+    gid: libc::gid_t,
     parent_pid: libc::pid_t,
     max_fd: c_int,
     err: AtomicI32,
@@ -95,29 +100,6 @@ extern "C" fn child_main(raw: *mut c_void) -> c_int {
         }
     }
 
-    if args.death_signal != 0 {
-        // SAFETY: plain prctl with integer arguments.
-        if unsafe {
-            libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                args.death_signal as libc::c_ulong,
-                0,
-                0,
-                0,
-            )
-        } != 0
-        {
-            child_fail(args, Stage::Prctl);
-        }
-        // The parent may have died before prctl took effect; then we were
-        // already reparented and the death signal will never come.
-        // SAFETY: plain syscall.
-        if unsafe { libc::getppid() } != args.parent_pid {
-            // SAFETY: _exit never returns.
-            unsafe { libc::_exit(127) };
-        }
-    }
-
     for (target, &src) in args.stdio.iter().enumerate() {
         let target = target as c_int;
         if src >= 0 {
@@ -160,6 +142,58 @@ extern "C" fn child_main(raw: *mut c_void) -> c_int {
         // SAFETY: cwd is a NUL-terminated string owned by the parent.
         if unsafe { libc::chdir(args.cwd) } != 0 {
             child_fail(args, Stage::Chdir);
+        }
+    }
+
+    // Credentials, in libuv's order: after chdir (a directory only this
+    // process may enter still works), supplementary groups first, then the
+    // gid, then the uid (after which neither could be changed). Raw
+    // syscalls: glibc's set*id wrappers signal every thread of the process
+    // to change them all, and the threads of this shared address space are
+    // the parent's. The kernel changes only this task's credentials.
+    if args.set_uid || args.set_gid {
+        // Drops root's supplementary groups. As libuv does, a failure
+        // (EPERM without CAP_SETGID) is ignored: it leaves the groups this
+        // process already has, and the setgid/setuid below still decide.
+        // SAFETY: setgroups with size 0 reads no list.
+        unsafe { libc::syscall(libc::SYS_setgroups, 0usize, std::ptr::null::<libc::gid_t>()) };
+    }
+    if args.set_gid {
+        // SAFETY: plain syscall with an integer argument.
+        if unsafe { libc::syscall(libc::SYS_setgid, args.gid) } != 0 {
+            child_fail(args, Stage::Setgid);
+        }
+    }
+    if args.set_uid {
+        // SAFETY: plain syscall with an integer argument.
+        if unsafe { libc::syscall(libc::SYS_setuid, args.uid) } != 0 {
+            child_fail(args, Stage::Setuid);
+        }
+    }
+
+    // The death signal comes after any credential change: the kernel clears
+    // it whenever the effective uid or gid changes (and again at the exec of
+    // a set-user-ID or set-group-ID program, which nothing here can prevent).
+    if args.death_signal != 0 {
+        // SAFETY: plain prctl with integer arguments.
+        if unsafe {
+            libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                args.death_signal as libc::c_ulong,
+                0,
+                0,
+                0,
+            )
+        } != 0
+        {
+            child_fail(args, Stage::Prctl);
+        }
+        // The parent may have died before prctl took effect; then we were
+        // already reparented and the death signal will never come.
+        // SAFETY: plain syscall.
+        if unsafe { libc::getppid() } != args.parent_pid {
+            // SAFETY: _exit never returns.
+            unsafe { libc::_exit(127) };
         }
     }
 
@@ -217,6 +251,49 @@ fn max_fd() -> c_int {
     rl.rlim_cur.min(65536) as c_int
 }
 
+/// Undoes a side effect of a credential change in a `CLONE_VM` child on
+/// *this* process: the kernel's `commit_creds` resets the dumpable flag of
+/// the changing task's memory map (to `fs.suid_dumpable`, 0 by default), and
+/// until the child execs that map is ours. Left alone, this process would
+/// lose core dumps and its `/proc/<pid>` entries would turn root-owned (no
+/// longer readable by its own non-root user) after spawning a child with
+/// `uid`/`gid`. The flag is read before the clone and put back after it.
+///
+/// One credential spawn at a time: two interleaved ones could read each
+/// other's cleared flag and leave it cleared.
+struct KeepDumpable {
+    was: c_int,
+    _one_at_a_time: std::sync::MutexGuard<'static, ()>,
+}
+
+impl KeepDumpable {
+    fn new() -> KeepDumpable {
+        static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: PR_GET_DUMPABLE takes no pointer and only reads our flag.
+        let was = unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) };
+        KeepDumpable {
+            was,
+            _one_at_a_time: guard,
+        }
+    }
+}
+
+impl Drop for KeepDumpable {
+    fn drop(&mut self) {
+        // Only 0 and 1 can be set (2, "root only", is the kernel's to give).
+        if self.was != 0 && self.was != 1 {
+            return;
+        }
+        // SAFETY: as in `new`.
+        let now = unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) };
+        if now != self.was {
+            // SAFETY: PR_SET_DUMPABLE with 0 or 1 changes only our own flag.
+            unsafe { libc::prctl(libc::PR_SET_DUMPABLE, self.was as libc::c_ulong, 0, 0, 0) };
+        }
+    }
+}
+
 /// Runs on the spawner thread (signals blocked). `stack` is that thread's
 /// reusable child stack.
 pub fn clone_exec(
@@ -238,11 +315,16 @@ pub fn clone_exec(
             .notify
             .as_ref()
             .map_or([-1, -1], |(fd, target)| [fd.as_raw_fd(), *target]),
+        set_uid: prep.uid.is_some(),
+        uid: prep.uid.unwrap_or(0),
+        set_gid: prep.gid.is_some(),
+        gid: prep.gid.unwrap_or(0),
         parent_pid: Pid::current().as_raw(),
         max_fd: max_fd(),
         err: AtomicI32::new(0),
         stage: AtomicI32::new(0),
     };
+    let _dumpable = (prep.uid.is_some() || prep.gid.is_some()).then(KeepDumpable::new);
     // The stack grows down: hand clone the 16-byte aligned top.
     let top = (stack.as_mut_ptr() as usize + stack.len()) & !15;
     let mut pidfd: c_int = -1;

@@ -12,7 +12,9 @@
 //!
 //! Everything that can fail for the caller's reasons (bad path, missing cwd,
 //! unopenable stdio file) is checked or opened on the calling thread first;
-//! the spawner thread only runs `clone`.
+//! the spawner thread only runs `clone`. None of it may wait on another
+//! process: stdio files are opened non-blocking (a FIFO without a peer would
+//! otherwise hold the JS thread in `open` until one comes).
 
 #[cfg(target_os = "linux")]
 mod linux;
@@ -50,6 +52,12 @@ pub struct Command {
     /// A readiness pipe (s6's `notification-fd`): its write end becomes this
     /// fd number (>= 3) in the child, its read end is `Child::notify`.
     pub notify_fd: Option<i32>,
+    /// Credentials the child switches to before exec (see `linux::child_main`).
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    /// The child's argv[0]; `program` when None. The program run is always
+    /// the one `program` resolves to.
+    pub argv0: Option<String>,
 }
 
 /// Where a spawn failed, for the error's `syscall` and message.
@@ -66,6 +74,8 @@ pub enum Stage {
     Chdir,
     Execve,
     Spawner,
+    Setgid,
+    Setuid,
 }
 
 impl Stage {
@@ -80,10 +90,13 @@ impl Stage {
             7 => Stage::Dup2,
             8 => Stage::Chdir,
             9 => Stage::Execve,
+            11 => Stage::Setgid,
+            12 => Stage::Setuid,
             _ => Stage::Spawner,
         }
     }
 
+    /// The system call that failed, as far as there is one.
     pub fn syscall(self) -> &'static str {
         match self {
             Stage::Resolve => "spawn",
@@ -94,8 +107,10 @@ impl Stage {
             Stage::Prctl => "prctl",
             Stage::Dup2 => "dup2",
             Stage::Chdir => "chdir",
-            Stage::Execve => "spawn",
+            Stage::Execve => "execve",
             Stage::Spawner => "spawn",
+            Stage::Setgid => "setgid",
+            Stage::Setuid => "setuid",
         }
     }
 }
@@ -107,6 +122,13 @@ pub enum SpawnError {
     Os {
         err: io::Error,
         stage: Stage,
+    },
+    /// The caller's `Stdio::File` for the child's fd `fd` could not be
+    /// opened; `reason`, when set, says why better than the errno does.
+    File {
+        fd: usize,
+        err: io::Error,
+        reason: Option<&'static str>,
     },
 }
 
@@ -137,6 +159,8 @@ pub struct Prepared {
     death_signal: Option<Signal>,
     /// (write end, fd number in the child).
     notify: Option<(OwnedFd, i32)>,
+    uid: Option<u32>,
+    gid: Option<u32>,
 }
 
 fn cstring(s: &str, what: &str) -> Result<CString, SpawnError> {
@@ -153,10 +177,20 @@ fn is_executable_file(path: &Path) -> Option<bool> {
     Some(unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0)
 }
 
-/// PATH lookup as `execvp` does it, but in the parent, with the child's PATH
-/// (as libuv does): a command without `/` that is found nowhere is ENOENT
-/// before any process exists; one found only without execute permission is
-/// EACCES.
+/// glibc's `execvp` searches this when the environment has no PATH.
+const DEFAULT_PATH: &[u8] = b"/bin:/usr/bin";
+
+/// PATH lookup as libuv's child does it on Linux, but in the parent: libuv
+/// calls `chdir(cwd)` and then `execvp`, so a relative PATH entry (or an empty
+/// one, the working directory) and a command containing `/` are relative to
+/// the *child's* cwd, and the PATH is the first `PATH=` entry of the child's
+/// environment, as its `getenv` sees it.
+///
+/// The returned path is what the child passes to `execve` after its own
+/// `chdir`, so it stays relative where libuv's would; only the existence
+/// checks here join it to `cwd` (itself relative to our cwd when relative).
+/// A command without `/` that is found nowhere is ENOENT before any process
+/// exists; one found only without execute permission is EACCES.
 fn resolve(
     program: &str,
     env: &[(OsString, OsString)],
@@ -167,20 +201,18 @@ fn resolve(
     }
     let path_var = env
         .iter()
-        .rev()
         .find(|(k, _)| k == "PATH")
         .map(|(_, v)| v.as_bytes())
-        .unwrap_or(b"/usr/local/bin:/usr/bin:/bin");
+        .unwrap_or(DEFAULT_PATH);
     let mut saw_unexecutable = false;
     for dir in path_var.split(|&b| b == b':') {
         let dir: &[u8] = if dir.is_empty() { b"." } else { dir };
-        let mut candidate = PathBuf::from(std::ffi::OsStr::from_bytes(dir)).join(program);
-        if candidate.is_relative() {
-            if let Some(cwd) = cwd {
-                candidate = cwd.join(candidate);
-            }
-        }
-        match is_executable_file(&candidate) {
+        let candidate = PathBuf::from(std::ffi::OsStr::from_bytes(dir)).join(program);
+        let seen_from_here = match cwd {
+            Some(cwd) if candidate.is_relative() => cwd.join(&candidate),
+            _ => candidate.clone(),
+        };
+        match is_executable_file(&seen_from_here) {
             Some(true) => return Ok(candidate),
             Some(false) => saw_unexecutable = true,
             None => {}
@@ -267,18 +299,70 @@ fn open_stdio(n: usize, spec: &Stdio) -> Result<(ChildFd, Option<OwnedFd>), Spaw
             }
         }
         Stdio::File { path, append } => {
-            let mut opts = std::fs::OpenOptions::new();
-            if n == 0 {
-                opts.read(true);
-            } else if *append {
-                opts.append(true).create(true);
-            } else {
-                opts.write(true).create(true).truncate(true);
-            }
-            let f = opts.open(path).map_err(stdio_err)?;
-            Ok((ChildFd::Owned(above_stdio(f.into())?), None))
+            let fd = open_file(n, path, *append).map_err(|(err, reason)| SpawnError::File {
+                fd: n,
+                err,
+                reason,
+            })?;
+            Ok((ChildFd::Owned(above_stdio(fd)?), None))
         }
     }
+}
+
+/// Opens a caller's file for the child's fd `n` (0 reads, 1 and 2 write)
+/// without ever waiting: `O_NONBLOCK` makes `open` return at once where it
+/// would sleep. That is a FIFO without a peer (a reader end then opens
+/// anyway; a writer end fails ENXIO), a serial line waiting for carrier, or
+/// a file under a lease that the truncation would break (EAGAIN instead of
+/// waiting out the lease holder). `O_NOCTTY`: a terminal opened here must
+/// not become the controlling terminal of this process.
+///
+/// The flag is cleared again once open: the child gets the blocking fd a
+/// shell's redirection gives it, whatever the file type.
+fn open_file(
+    n: usize,
+    path: &Path,
+    append: bool,
+) -> Result<OwnedFd, (io::Error, Option<&'static str>)> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let mut opts = std::fs::OpenOptions::new();
+    opts.custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+    if n == 0 {
+        opts.read(true);
+    } else if append {
+        opts.append(true).create(true);
+    } else {
+        opts.write(true).create(true).truncate(true);
+    }
+    let file = match opts.open(path) {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+            // ENXIO from open means one of a few things: say which.
+            let reason = match std::fs::metadata(path).map(|m| m.file_type()) {
+                Ok(t) if t.is_fifo() => Some("no process has the FIFO open for reading"),
+                Ok(t) if t.is_socket() => Some("a socket cannot be opened as a file"),
+                _ => None,
+            };
+            return Err((e, reason));
+        }
+        Err(e) => return Err((e, None)),
+    };
+    let meta = file.metadata().map_err(|e| (e, None))?;
+    if meta.is_dir() {
+        // Reading opens a directory fine, but the child could only fail on it.
+        return Err((io::Error::from_raw_os_error(libc::EISDIR), None));
+    }
+    let fd = OwnedFd::from(file);
+    // SAFETY: F_GETFL on an fd we own.
+    let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+    if flags < 0 {
+        return Err((io::Error::last_os_error(), None));
+    }
+    // SAFETY: F_SETFL on an fd we own, with flags read from it.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+        return Err((io::Error::last_os_error(), None));
+    }
+    Ok(fd)
 }
 
 /// The parent's ends: stdio pipes and the notify pipe's read end.
@@ -290,7 +374,10 @@ fn prepare(cmd: &Command) -> Result<(Prepared, ParentEnds), SpawnError> {
             "command must be a non-empty string".into(),
         ));
     }
-    let mut argv = vec![cstring(&cmd.program, "command")?];
+    let mut argv = vec![match &cmd.argv0 {
+        Some(a) => cstring(a, "argv0")?,
+        None => cstring(&cmd.program, "command")?,
+    }];
     for a in &cmd.args {
         argv.push(cstring(a, "args")?);
     }
@@ -357,6 +444,8 @@ fn prepare(cmd: &Command) -> Result<(Prepared, ParentEnds), SpawnError> {
             process_group: cmd.process_group,
             death_signal: cmd.death_signal,
             notify,
+            uid: cmd.uid,
+            gid: cmd.gid,
         },
         (pipes, notify_read),
     ))
@@ -364,27 +453,34 @@ fn prepare(cmd: &Command) -> Result<(Prepared, ParentEnds), SpawnError> {
 
 type Job = Box<dyn FnOnce(&mut [u8]) + Send>;
 
-/// The long-lived thread that creates every child (see the module docs). It
-/// blocks all signals for its whole life: the child starts with this mask,
-/// so no handler of ours can run in it before it resets dispositions.
-fn spawner() -> Result<&'static Mutex<mpsc::Sender<Job>>, SpawnError> {
-    static SPAWNER: OnceLock<Result<Mutex<mpsc::Sender<Job>>, String>> = OnceLock::new();
-    let res = SPAWNER.get_or_init(|| {
-        let (tx, rx) = mpsc::channel::<Job>();
-        std::thread::Builder::new()
-            .name("procward-spawner".into())
-            .spawn(move || {
-                block_all_signals();
-                let mut stack = vec![0u8; linux::CHILD_STACK];
-                for job in rx {
-                    job(&mut stack);
-                }
-            })
-            .map(|_| Mutex::new(tx))
-            .map_err(|e| e.to_string())
-    });
-    res.as_ref()
-        .map_err(|e| SpawnError::os(io::Error::other(e.clone()), Stage::Spawner))
+/// Hands `job` to the long-lived thread that creates every child (see the
+/// module docs), starting that thread on first use. It blocks all signals
+/// for its whole life: the child starts with this mask, so no handler of
+/// ours can run in it before it resets dispositions. A failure to start it
+/// (EAGAIN at a thread limit) is reported with its errno and not remembered:
+/// the next spawn tries again.
+fn send_to_spawner(job: Job) -> Result<(), SpawnError> {
+    static SPAWNER: Mutex<Option<mpsc::Sender<Job>>> = Mutex::new(None);
+    let mut slot = SPAWNER.lock().unwrap_or_else(|e| e.into_inner());
+    let tx = match slot.as_ref() {
+        Some(tx) => tx,
+        None => {
+            let (tx, rx) = mpsc::channel::<Job>();
+            std::thread::Builder::new()
+                .name("procward-spawner".into())
+                .spawn(move || {
+                    block_all_signals();
+                    let mut stack = vec![0u8; linux::CHILD_STACK];
+                    for job in rx {
+                        job(&mut stack);
+                    }
+                })
+                .map_err(|e| SpawnError::os(e, Stage::Spawner))?;
+            slot.insert(tx)
+        }
+    };
+    tx.send(job)
+        .map_err(|_| SpawnError::os(io::Error::other("spawner thread is gone"), Stage::Spawner))
 }
 
 fn block_all_signals() {
@@ -499,13 +595,9 @@ fn on_spawner_thread(
         drop(prep);
         let _ = tx.send(res);
     });
-    let gone = || SpawnError::os(io::Error::other("spawner thread is gone"), Stage::Spawner);
-    spawner()?
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .send(job)
-        .map_err(|_| gone())?;
-    rx.recv().map_err(|_| gone())
+    send_to_spawner(job)?;
+    rx.recv()
+        .map_err(|_| SpawnError::os(io::Error::other("spawner thread is gone"), Stage::Spawner))
 }
 
 #[cfg(test)]
@@ -534,6 +626,88 @@ mod tests {
         }
     }
 
+    /// A scratch directory, removed when dropped.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(name: &str) -> Scratch {
+            let dir = std::env::temp_dir().join(format!("procward-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            Scratch(dir)
+        }
+
+        fn executable(&self, rel: &str) -> PathBuf {
+            use std::os::unix::fs::PermissionsExt;
+            let path = self.0.join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+            path
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn path_env(path: &str) -> Vec<(OsString, OsString)> {
+        vec![("PATH".into(), path.into())]
+    }
+
+    #[test]
+    fn relative_path_entries_stay_relative_to_the_childs_cwd() {
+        let s = Scratch::new("resolve");
+        s.executable("work/bin/tool");
+        // The child runs `bin/tool` after its chdir to .../work; the check
+        // here found it at .../work/bin/tool.
+        let work = s.0.join("work");
+        let p = resolve("tool", &path_env("bin:/usr/bin"), Some(&work)).unwrap();
+        assert_eq!(p, PathBuf::from("bin/tool"));
+        // An empty entry is the child's cwd.
+        s.executable("work/tool2");
+        let p = resolve("tool2", &path_env("/usr/bin:"), Some(&work)).unwrap();
+        assert_eq!(p, PathBuf::from("./tool2"));
+        // Not there from the child's cwd: not found, wherever we are.
+        assert!(resolve("tool", &path_env("bin"), Some(&s.0)).is_err());
+        // Absolute entries are absolute whatever the cwd.
+        let p = resolve("sh", &path_env("/bin"), Some(&work)).unwrap();
+        assert_eq!(p, PathBuf::from("/bin/sh"));
+    }
+
+    #[test]
+    fn the_first_path_wins_and_a_missing_one_is_glibcs_default() {
+        let mut env = path_env("/nonexistent");
+        env.push(("PATH".into(), "/usr/bin:/bin".into()));
+        assert!(resolve("sh", &env, None).is_err());
+        let p = resolve("sh", &[], None).unwrap();
+        assert_eq!(p, PathBuf::from("/bin/sh"));
+    }
+
+    #[test]
+    fn a_fifo_opens_without_waiting_and_the_fd_is_blocking() {
+        let s = Scratch::new("fifo");
+        let fifo = s.0.join("f");
+        let c = CString::new(fifo.as_os_str().as_bytes()).unwrap();
+        // SAFETY: mkfifo takes a NUL-terminated path we own.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // No writer: a reader end opens anyway, and is blocking for the child.
+        let fd = open_file(0, &fifo, false).unwrap();
+        // SAFETY: F_GETFL on an fd we own.
+        let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+        assert_eq!(flags & libc::O_NONBLOCK, 0);
+        drop(fd);
+        // No reader: a writer end is ENXIO, explained.
+        let (err, reason) = open_file(1, &fifo, false).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENXIO));
+        assert_eq!(reason, Some("no process has the FIFO open for reading"));
+        // A directory is no stdin.
+        let (err, _) = open_file(0, &s.0, false).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EISDIR));
+    }
+
     #[test]
     fn rejects_nul_and_bad_env_keys() {
         let base = Command {
@@ -545,6 +719,9 @@ mod tests {
             process_group: true,
             death_signal: None,
             notify_fd: None,
+            uid: None,
+            gid: None,
+            argv0: None,
         };
         let mut c = base.clone();
         c.args.push("a\0b".into());
@@ -568,6 +745,9 @@ mod tests {
             process_group: true,
             death_signal: Some(Signal::KILL),
             notify_fd: None,
+            uid: None,
+            gid: None,
+            argv0: None,
         };
         let child = spawn(&base, true).unwrap();
         let status = crate::sys::waitid_pid(child.pid, libc::WEXITED).unwrap();
@@ -603,6 +783,9 @@ mod tests {
                 process_group: true,
                 death_signal: None,
                 notify_fd: Some(target),
+                uid: None,
+                gid: None,
+                argv0: None,
             };
             let child = spawn(&cmd, false).unwrap();
             let mut notify = std::fs::File::from(child.notify.unwrap());
@@ -632,6 +815,9 @@ mod tests {
             process_group: true,
             death_signal: None,
             notify_fd: Some(2),
+            uid: None,
+            gid: None,
+            argv0: None,
         };
         assert!(matches!(spawn(&bad, false), Err(SpawnError::Invalid(_))));
         bad.notify_fd = None;

@@ -15,15 +15,19 @@
 //!   between the check and the `kill`, the process may exit, be reaped and
 //!   its pid handed to a newcomer, which then gets the signal. The window is
 //!   one syscall wide and needs a full pid wrap inside it.
+//!
+//! With `group`, every target signals the group the leader led when the stop
+//! began, and the leader by pid (or pidfd) too whenever it has left that
+//! group: see [`signal_group`].
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use super::StopTarget;
 use crate::exit_watch::{ExitStatus, Watched};
@@ -57,11 +61,11 @@ impl StopTarget for ChildTarget {
         self.watched.signal(sig, self.group)
     }
 
-    fn wait_exit(&mut self, timeout: Duration) -> impl std::future::Future<Output = bool> + Send {
+    fn wait_exit(&mut self, deadline: Instant) -> impl std::future::Future<Output = bool> + Send {
         let mut rx = self.reaped.clone();
         async move {
             matches!(
-                tokio::time::timeout(timeout, rx.wait_for(|s| s.is_some())).await,
+                tokio::time::timeout_at(deadline, rx.wait_for(|s| s.is_some())).await,
                 Ok(Ok(_))
             )
         }
@@ -75,11 +79,47 @@ pub struct PidfdTarget {
     group: Option<Pid>,
 }
 
-/// Why a bare pid cannot be stopped, or that there is nothing to stop.
+/// A bare pid to stop, or why there is nothing to stop.
 pub enum Open<T> {
     Target(T),
-    /// No such process, a zombie, or a different process than `identity`.
+    /// No such process, or a zombie (whoever it is).
     Gone,
+    /// A live process holds the pid, but not the one `identity` names: the
+    /// pid was reused (or `identity` is not one we issued).
+    Reused,
+}
+
+/// A signal's result: sent, or not because the target is gone (ESRCH).
+fn sent(res: io::Result<()>) -> io::Result<bool> {
+    match res {
+        Ok(()) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// `group: true` for a bare pid: signals the group `leader` led at open
+/// (its pgid is its pid), and the leader itself through `to_leader` if it
+/// has left that group since (`setpgid`), which `killpg` would miss, or fail
+/// on with ESRCH once the group is empty. The group the leader moved to is
+/// never signalled.
+///
+/// The caller has just seen the leader alive, so its pid — the pgid — was
+/// not free to be recycled; the window until `killpg` is the one documented
+/// for [`PollTarget`]. A leader still in its group gets one copy (two could
+/// run a handler twice); one that changes groups between `getpgid` and
+/// `killpg` may miss a SIGTERM that way, never a SIGKILL, which always goes
+/// to it directly too.
+fn signal_group(
+    leader: Pid,
+    sig: Signal,
+    to_leader: impl FnOnce() -> io::Result<()>,
+) -> io::Result<bool> {
+    let in_group =
+        sig != Signal::KILL && matches!(sys::getpgid(leader), Ok(g) if g == leader.as_raw());
+    let to_group = sent(sys::killpg(leader, sig))?;
+    let to_leader = !in_group && sent(to_leader())?;
+    Ok(to_group || to_leader)
 }
 
 fn einval(msg: &str) -> io::Error {
@@ -128,7 +168,9 @@ impl PidfdTarget {
                 return Ok(Open::Gone);
             };
             if !identity_matches(&current, identity) {
-                return Ok(Open::Gone);
+                // A zombie on the pid is gone, whoever it was.
+                let alive = !sys::is_readable_now(pidfd.as_fd()).unwrap_or(true);
+                return Ok(if alive { Open::Reused } else { Open::Gone });
             }
             if group {
                 group_leader_check(pid, stat.pgid)?;
@@ -154,25 +196,18 @@ impl StopTarget for PidfdTarget {
         if self.has_exited() {
             return Ok(false);
         }
-        let res = match self.group {
-            // The leader was alive a moment ago, so its pid — which is the
-            // pgid — was not free to be recycled. The window until killpg is
-            // the one documented for PollTarget.
-            Some(pgid) => sys::killpg(pgid, sig),
-            None => sys::pidfd_send_signal(self.pidfd.get_ref().as_fd(), sig),
-        };
-        match res {
-            Ok(()) => Ok(true),
-            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(false),
-            Err(e) => Err(e),
+        let pidfd = self.pidfd.get_ref().as_fd();
+        match self.group {
+            Some(leader) => signal_group(leader, sig, || sys::pidfd_send_signal(pidfd, sig)),
+            None => sent(sys::pidfd_send_signal(pidfd, sig)),
         }
     }
 
-    fn wait_exit(&mut self, timeout: Duration) -> impl std::future::Future<Output = bool> + Send {
+    fn wait_exit(&mut self, deadline: Instant) -> impl std::future::Future<Output = bool> + Send {
         let afd = self.pidfd.clone();
         async move {
             matches!(
-                tokio::time::timeout(timeout, afd.readable()).await,
+                tokio::time::timeout_at(deadline, afd.readable()).await,
                 Ok(Ok(_))
             )
         }
@@ -193,7 +228,9 @@ impl PollTarget {
             group,
         };
         if !t.running()? {
-            return Ok(Open::Gone);
+            // Not the process `identity` names; but is some process there?
+            let reused = identity.is_some() && proc_info::is_running(pid)?;
+            return Ok(if reused { Open::Reused } else { Open::Gone });
         }
         if group {
             let info = proc_info::process_info(pid).map_err(info_to_io)?;
@@ -222,24 +259,17 @@ impl StopTarget for PollTarget {
         if !self.running()? {
             return Ok(false);
         }
-        let res = if self.group {
-            sys::killpg(self.pid, sig)
+        let pid = self.pid;
+        if self.group {
+            signal_group(pid, sig, || sys::kill(pid, sig))
         } else {
-            sys::kill(self.pid, sig)
-        };
-        match res {
-            Ok(()) => Ok(true),
-            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(false),
-            Err(e) => Err(e),
+            sent(sys::kill(pid, sig))
         }
     }
 
-    fn wait_exit(&mut self, timeout: Duration) -> impl std::future::Future<Output = bool> + Send {
+    fn wait_exit(&mut self, deadline: Instant) -> impl std::future::Future<Output = bool> + Send {
         let pid = self.pid;
         let identity = self.identity.clone();
-        async move {
-            let deadline = tokio::time::Instant::now() + timeout;
-            crate::wait::poll_until_exit(pid, identity.as_deref(), Some(deadline)).await
-        }
+        async move { crate::wait::poll_until_exit(pid, identity.as_deref(), Some(deadline)).await }
     }
 }

@@ -1,0 +1,139 @@
+// Type tests, checked by `tsc -p tsconfig.json` (with exactOptionalPropertyTypes),
+// never run: each line either compiles or carries @ts-expect-error, which
+// fails the check when the line it covers compiles after all.
+import type { Readable, Writable } from 'node:stream'
+import {
+  type SpawnedShape,
+  type SpawnSupervisedOptions,
+  type StopOptions,
+  type StopResult,
+  SupervisedProcess,
+  spawnSupervised,
+  stopSupervisedProcess,
+} from '../index.js'
+
+/** True only when A and B are the same type. */
+type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false
+function assertType<T extends true>(_: T = true as T): void {}
+
+export function optionalFieldsTakeUndefined(): void {
+  const stop: StopOptions = {
+    signal: undefined,
+    graceMs: undefined,
+    killTimeoutMs: undefined,
+    group: undefined,
+    identity: undefined,
+  }
+  const spawnOptions: SpawnSupervisedOptions = {
+    cwd: undefined,
+    env: undefined,
+    stdio: undefined,
+    processGroup: undefined,
+    killGroupOnExit: undefined,
+    parentDeathSignal: undefined,
+    signal: undefined,
+    stop: { graceMs: undefined },
+  }
+  const p = spawnSupervised('sleep', ['1'], spawnOptions)
+  void p.stop({ graceMs: undefined })
+  void stopSupervisedProcess(1234, stop)
+  void spawnSupervised('sleep', [], { stdio: [{ file: '/dev/null', append: undefined }, 'pipe', 'pipe'] })
+  // @ts-expect-error graceMs is a number
+  void p.stop({ graceMs: '5' })
+  // @ts-expect-error no such option (a typo is still caught with the generic signature)
+  spawnSupervised('sleep', [], { stdoi: 'pipe' })
+  // @ts-expect-error no such stop option
+  void p.stop({ graceMS: 5 })
+}
+
+export function streamsFollowStdio(): void {
+  const none = spawnSupervised('sleep', ['1'])
+  assertType<Equal<typeof none.stdin, null>>()
+  assertType<Equal<typeof none.stdout, null>>()
+  assertType<Equal<typeof none.stderr, null>>()
+
+  const piped = spawnSupervised('cat', [], { stdio: 'pipe' })
+  assertType<Equal<typeof piped.stdin, Writable>>()
+  assertType<Equal<typeof piped.stdout, Readable>>()
+  assertType<Equal<typeof piped.stderr, Readable>>()
+  piped.stdout.on('data', () => {})
+  piped.stdin.end()
+
+  const mixed = spawnSupervised('cat', [], { stdio: ['ignore', 'pipe', { file: '/tmp/log', append: true }] })
+  assertType<Equal<typeof mixed.stdin, null>>()
+  assertType<Equal<typeof mixed.stdout, Readable>>()
+  assertType<Equal<typeof mixed.stderr, null>>()
+  // @ts-expect-error stdin is 'ignore': null, not a stream
+  mixed.stdin.end()
+
+  const tuple = ['pipe', 'inherit', 'pipe'] as const
+  const fromConst = spawnSupervised('cat', [], { stdio: tuple })
+  assertType<Equal<typeof fromConst.stdin, Writable>>()
+  assertType<Equal<typeof fromConst.stdout, null>>()
+  assertType<Equal<typeof fromConst.stderr, Readable>>()
+
+  const inherited = spawnSupervised('cat', [], { stdio: 'inherit' })
+  // @ts-expect-error 'inherit': no stream
+  inherited.stdout.on('data', () => {})
+
+  // Options typed only as SpawnSupervisedOptions: the types cannot know.
+  const opts: SpawnSupervisedOptions = { stdio: 'pipe' }
+  const wide = spawnSupervised('cat', [], opts)
+  assertType<Equal<typeof wide.stdout, Readable | null>>()
+  assertType<Equal<typeof wide.pgid, number | null>>()
+  // @ts-expect-error possibly null
+  wide.stdout.on('data', () => {})
+}
+
+export function pgidFollowsProcessGroup(): void {
+  const byDefault = spawnSupervised('sleep', ['1'])
+  assertType<Equal<typeof byDefault.pgid, number>>()
+  const grouped = spawnSupervised('sleep', ['1'], { processGroup: true })
+  assertType<Equal<typeof grouped.pgid, number>>()
+  const undefinedGroup = spawnSupervised('sleep', ['1'], { processGroup: undefined })
+  assertType<Equal<typeof undefinedGroup.pgid, number>>()
+  const ungrouped = spawnSupervised('sleep', ['1'], { processGroup: false })
+  assertType<Equal<typeof ungrouped.pgid, null>>()
+  // @ts-expect-error processGroup: false has no pgid
+  const n: number = ungrouped.pgid
+  const maybe = spawnSupervised('sleep', ['1'], { processGroup: Math.random() > 0.5 })
+  assertType<Equal<typeof maybe.pgid, number | null>>()
+  void n
+}
+
+export function plainSupervisedProcessFitsAny(): void {
+  // A user's own annotation, a helper that takes any child, an array of mixed ones.
+  const a: SupervisedProcess = spawnSupervised('cat', [], { stdio: 'pipe' })
+  const b: SupervisedProcess = spawnSupervised('sleep', ['1'], { processGroup: false })
+  const all: SupervisedProcess[] = [a, b, spawnSupervised('sleep', ['1'])]
+  assertType<Equal<(typeof a)['stdout'], Readable | null>>()
+  assertType<Equal<(typeof a)['pgid'], number | null>>()
+  void stopSupervisedProcess(spawnSupervised('cat', [], { stdio: 'pipe' }))
+  void Promise.all(all.map((p) => stopSupervisedProcess(p)))
+
+  // A narrowed annotation, written out or through SpawnedShape.
+  const piped: SupervisedProcess<SpawnedShape<{ stdio: 'pipe' }>> = spawnSupervised('cat', [], { stdio: 'pipe' })
+  assertType<Equal<typeof piped.stdout, Readable>>()
+  const explicit: SupervisedProcess<{ stdin: null; stdout: Readable; stderr: null; pgid: number }> = spawnSupervised(
+    'cat',
+    [],
+    { stdio: ['ignore', 'pipe', 'ignore'] },
+  )
+  // @ts-expect-error stdout not piped: no Readable to promise
+  const wrong: SupervisedProcess<SpawnedShape<{ stdio: 'pipe' }>> = spawnSupervised('sleep', ['1'])
+  // @ts-expect-error a wide process cannot be narrowed by assignment
+  const narrowed: SupervisedProcess<SpawnedShape<{ stdio: 'pipe' }>> = a
+  void [explicit, wrong, narrowed]
+  assertType<Equal<typeof a extends SupervisedProcess ? true : false, true>>()
+  void (a instanceof SupervisedProcess)
+}
+
+export async function stopResultShape(): Promise<void> {
+  const r: StopResult = await stopSupervisedProcess(1234, { identity: 'x' })
+  assertType<Equal<typeof r.pidReused, boolean>>()
+  // @ts-expect-error not an outcome
+  const o: StopResult['outcome'] = 'stopped'
+  void o
+  // @ts-expect-error a string is not a target
+  void stopSupervisedProcess('1234')
+}
