@@ -153,8 +153,8 @@ describe('restart on crash', () => {
     const ready = nextEvent(sup, 'ready')
     await ready
     expect(names(seen)).toEqual(['spawn', 'ready', 'exit', 'restart', 'spawn', 'ready'])
-    expect(seen[2].data).toEqual({ pid: first, code: null, signal: 'SIGKILL', expected: false })
-    expect(seen[3].data).toEqual({ attempt: 1, delayMs: 0, lastExit: { pid: first, code: null, signal: 'SIGKILL' } })
+    expect(seen[2]?.data).toEqual({ pid: first, code: null, signal: 'SIGKILL', expected: false })
+    expect(seen[3]?.data).toEqual({ attempt: 1, delayMs: 0, lastExit: { pid: first, code: null, signal: 'SIGKILL' } })
     // The exit event is the reap: the old pid was already gone then.
     expect(reapedAtExit).toBeNull()
     const second = sup.child?.pid as number
@@ -178,17 +178,20 @@ describe('restart on crash', () => {
     const err = await failed
     expect(err).toMatchObject({ code: 'ERR_CRASH_LOOP', lastExit: { code: 3, signal: null } })
     expect(sup.state).toBe('failed')
-    const restarts = seen.filter((s) => s.event === 'restart').map((s) => s.data as { attempt: number; delayMs: number })
+    const restarts = seen
+      .filter((s) => s.event === 'restart')
+      .map((s) => s.data as { attempt: number; delayMs: number })
     expect(restarts.map((r) => r.attempt)).toEqual([1, 2, 3, 4])
     expect(restarts.map((r) => r.delayMs)).toEqual([0, 20, 40, 80])
     expect(names(seen).filter((n) => n === 'spawn')).toHaveLength(5)
     expect(names(seen).filter((n) => n === 'failed')).toHaveLength(1)
     // Each spawn came no earlier than its restart's delay after the exit.
     for (let i = 0; i < seen.length; i++) {
-      if (seen[i].event !== 'restart') continue
-      const delay = (seen[i].data as { delayMs: number }).delayMs
+      const r = seen[i] as Seen
+      if (r.event !== 'restart') continue
+      const delay = (r.data as { delayMs: number }).delayMs
       const spawn = seen.slice(i).find((s) => s.event === 'spawn') as Seen
-      expect(spawn.at - seen[i].at).toBeGreaterThanOrEqual(delay - 1)
+      expect(spawn.at - r.at).toBeGreaterThanOrEqual(delay - 1)
     }
     expect(sup.status().restarts).toBe(4)
   })
@@ -267,7 +270,7 @@ describe('ready', () => {
     expect(err).toMatchObject({ code: 'ERR_CRASH_LOOP' })
     expect(err.cause).toMatchObject({ code: 'ERR_READY_TIMEOUT' })
     expect(names(seen)).toEqual(['spawn', 'exit', 'restart', 'spawn', 'exit', 'failed'])
-    expect(seen[1].data).toMatchObject({ signal: 'SIGTERM', expected: false })
+    expect(seen[1]?.data).toMatchObject({ signal: 'SIGTERM', expected: false })
   })
 
   it('a rejecting ready function counts as a crash', async () => {
@@ -350,7 +353,7 @@ describe('restart() and stop()', () => {
     expect(sup.state).toBe('stopped')
     await sleep(200)
     expect(names(seen)).toEqual(['spawn', 'exit', 'stopped'])
-    expect(seen[1].data).toMatchObject({ expected: true })
+    expect(seen[1]?.data).toMatchObject({ expected: true })
   })
 
   it('stop() in backoff cancels the pending restart', async () => {
@@ -504,7 +507,12 @@ describe('handleSignals', () => {
   it('a second SIGINT during a slow stop: SIGKILL at once', async () => {
     const port = await freePort()
     const p = new SupervisorProcess(
-      { ...daemon(port, '--term-ms', '20000'), ready: { port }, handleSignals: true, spawn: { stop: { graceMs: 20000 } } },
+      {
+        ...daemon(port, '--term-ms', '20000'),
+        ready: { port },
+        handleSignals: true,
+        spawn: { stop: { graceMs: 20000 } },
+      },
       true,
     )
     const started = await p.waitFor('started')

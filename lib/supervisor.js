@@ -296,7 +296,8 @@ function checkOptions(options) {
     crashLoop,
     ready: checkReady(options.ready),
     readyTimeoutMs: ms(options.readyTimeoutMs, 'options.readyTimeoutMs', DEFAULTS.readyTimeoutMs, true),
-    stateFile: options.stateFile === undefined ? null : path.resolve(nonEmptyString(options.stateFile, 'options.stateFile')),
+    stateFile:
+      options.stateFile === undefined ? null : path.resolve(nonEmptyString(options.stateFile, 'options.stateFile')),
     takeover: oneOf(options.takeover, ['stop', 'adopt'], 'options.takeover', DEFAULTS.takeover),
     handleSignals,
   }
