@@ -1,5 +1,5 @@
 import type { ChildProcess } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
 import net from 'node:net'
 import { tmpdir } from 'node:os'
@@ -531,8 +531,256 @@ describe('handleSignals', () => {
   })
 })
 
+// ---- the state file, exclusivity, takeover -----------------------------------------
+
+/** The record, once `cond` holds for it. */
+async function recordWhen(
+  stateFile: string,
+  cond: (r: NonNullable<ReturnType<typeof readSupervisorState>>) => boolean,
+  what: string,
+) {
+  await waitFor(
+    () => {
+      const r = readSupervisorState(stateFile)
+      return r !== null && cond(r)
+    },
+    10_000,
+    what,
+  )
+  return readSupervisorState(stateFile) as NonNullable<ReturnType<typeof readSupervisorState>>
+}
+
+/** Starts a supervisor process, waits until it is ready, SIGKILLs it. Returns its last status. */
+async function predecessorDies(options: object): Promise<{ pid: number; child: number }> {
+  const p = new SupervisorProcess(options)
+  const started = await p.waitFor('started')
+  const status = started.status as { pid: number }
+  p.proc.kill('SIGKILL')
+  await p.exited
+  return { pid: started.pid as number, child: status.pid }
+}
+
+describe('stateFile', () => {
+  it('records the daemon (mode 0600), follows restarts, and keeps the last exit after stop()', async () => {
+    const port = await freePort()
+    const dir = tempDir()
+    const stateFile = join(dir, 'daemon.json')
+    const sup = supervisor({ ...daemon(port, 'secret-arg'), ready: { port }, stateFile })
+    await sup.start()
+    const first = sup.child as SupervisedProcess
+    let r = await recordWhen(stateFile, (r) => r.state === 'running', 'the running record')
+    expect(r).toMatchObject({
+      version: 1,
+      name: 'node',
+      supervisor: { pid: process.pid, identity: getProcessInfo(process.pid)?.identity, running: true },
+      child: {
+        pid: first.pid,
+        identity: first.identity,
+        pgid: first.pid,
+        command: NODE,
+        args: [DAEMON, '--port', String(port), 'secret-arg'],
+        cgroup: null,
+        running: true,
+      },
+      restarts: 0,
+      lastExit: null,
+    })
+    expect(Date.parse(r.child?.aliveAt as string)).toBeGreaterThanOrEqual(Date.parse(r.child?.startedAt as string))
+    expect(statSync(stateFile).mode & 0o777).toBe(0o600)
+
+    process.kill(first.pid, 'SIGKILL')
+    r = await recordWhen(stateFile, (r) => r.restarts === 1 && r.state === 'running', 'the record after a restart')
+    expect(r.child?.pid).toBe(sup.child?.pid)
+    expect(r.lastExit).toEqual({ pid: first.pid, code: null, signal: 'SIGKILL' })
+
+    const second = sup.child?.pid
+    await sup.stop()
+    r = readSupervisorState(stateFile) as NonNullable<typeof r>
+    expect(r).toMatchObject({ state: 'stopped', child: null, lastExit: { pid: second, code: 0 } })
+    expect(r.supervisor.running).toBe(false)
+    // Every temp file was renamed into place.
+    expect(readdirSync(dir).sort()).toEqual(['daemon.json', 'daemon.json.lock'])
+  })
+
+  it('readSupervisorState: null for a missing file or a foreign one', () => {
+    const dir = tempDir()
+    expect(readSupervisorState(join(dir, 'none.json'))).toBeNull()
+    writeFileSync(join(dir, 'x.json'), '{"version":2}')
+    expect(readSupervisorState(join(dir, 'x.json'))).toBeNull()
+    expect(() => readSupervisorState(5 as never)).toThrow(TypeError)
+  })
+
+  it('one supervisor per stateFile: the second gets ELOCKED naming the first, then starts once it is SIGKILLed', async () => {
+    const port = await freePort()
+    const stateFile = join(tempDir(), 'one.json')
+    const first = new SupervisorProcess({ ...daemon(port), ready: { port }, stateFile })
+    const started = await first.waitFor('started')
+    const second = supervisor({ ...daemon(port), ready: { port }, stateFile })
+    const err = await second.start().then(
+      () => null,
+      (e) => e,
+    )
+    expect(err).toMatchObject({ code: 'ELOCKED', holder: { pid: started.pid } })
+    expect(second.state).toBe('failed')
+    first.proc.kill('SIGKILL')
+    await first.exited
+    // Free at once: no waiting for a timeout or a heartbeat.
+    await second.start()
+    expect(second.state).toBe('running')
+    expect((await get(port))?.pid).toBe(second.child?.pid)
+  })
+})
+
+describe('takeover', () => {
+  it("'stop': the successor stops the orphan (identity checked) and serves with its own child", async () => {
+    const port = await freePort()
+    const stateFile = join(tempDir(), 'takeover.json')
+    const options = { ...daemon(port), ready: { port }, stateFile, spawn: { parentDeathSignal: false } }
+    const { child: orphan } = await predecessorDies(options)
+    others.track(orphan)
+    // The orphan outlived its supervisor and still serves.
+    expect((await get(port))?.pid).toBe(orphan)
+
+    const sup = supervisor(options as SupervisorOptions)
+    const seen = record(sup)
+    await sup.start()
+    expect(names(seen)).toEqual(['takeover', 'spawn', 'ready'])
+    expect(seen[0]?.data).toMatchObject({
+      pid: orphan,
+      action: 'stopped',
+      result: { outcome: 'exited', pidReused: false },
+      suspects: [],
+    })
+    expect(aliveInProcTable(orphan)).toBe(false)
+    expect((await get(port))?.pid).toBe(sup.child?.pid)
+  })
+
+  it('a record naming a pid now held by an unrelated process leaves that process untouched', async () => {
+    const stateFile = join(tempDir(), 'stale.json')
+    const before = new Date(Date.now() - 60_000).toISOString()
+    await sleep(20)
+    // Unrelated: leads its own group, in our session, started after the record's aliveAt.
+    const { spawnSupervised } = await import('../index.js')
+    const unrelated = spawnSupervised('sleep', ['1000'])
+    const info = getProcessInfo(unrelated.pid)
+    const staleIdentity = (info?.identity as string).replace(/^(p1:[0-9a-f]+):\d+:\d*$/, '$1:1:')
+    const own = readFileSync(`/proc/${process.pid}/stat`, 'latin1')
+    const session = Number(own.slice(own.lastIndexOf(')') + 2).split(' ')[3])
+    writeFileSync(
+      stateFile,
+      JSON.stringify({
+        version: 1,
+        name: 'sleep',
+        supervisor: { pid: 999999, identity: '', running: true },
+        child: {
+          pid: unrelated.pid,
+          identity: staleIdentity,
+          pgid: unrelated.pid,
+          session,
+          command: 'sleep',
+          args: ['1000'],
+          startedAt: before,
+          aliveAt: before,
+          cgroup: null,
+          running: true,
+        },
+        state: 'running',
+        restarts: 0,
+        lastExit: null,
+        updatedAt: before,
+      }),
+    )
+    const sup = supervisor({ command: 'sleep', args: ['1000'], stateFile })
+    const seen = record(sup)
+    await sup.start()
+    const takeover = seen.find((s) => s.event === 'takeover')
+    // Same pgid, same session, but started after aliveAt: a suspect, never signalled.
+    expect(takeover?.data).toMatchObject({
+      pid: unrelated.pid,
+      action: 'stopped',
+      result: null,
+      suspects: [unrelated.pid],
+    })
+    expect(aliveInProcTable(unrelated.pid)).toBe(true)
+    expect(unrelated.exitInfo).toBeNull()
+    await unrelated.stop({ signal: 'SIGKILL' })
+  })
+
+  it("'adopt': the successor keeps the orphan, and restarts the daemon when the orphan is killed", async () => {
+    const port = await freePort()
+    const stateFile = join(tempDir(), 'adopt.json')
+    const options = {
+      ...daemon(port),
+      ready: { port },
+      stateFile,
+      takeover: 'adopt',
+      spawn: { parentDeathSignal: false },
+    }
+    const { child: orphan } = await predecessorDies(options)
+    others.track(orphan)
+    const sup = supervisor(options as SupervisorOptions)
+    const seen = record(sup)
+    await sup.start()
+    expect(names(seen)).toEqual(['takeover'])
+    expect(seen[0]?.data).toMatchObject({ pid: orphan, action: 'adopted', result: null, suspects: [] })
+    expect(sup.state).toBe('running')
+    expect(sup.child).toBeNull()
+    expect(sup.status()).toMatchObject({ pid: orphan, adopted: true })
+    expect((await get(port))?.pid).toBe(orphan)
+    const r = await recordWhen(stateFile, (r) => r.child?.pid === orphan && r.state === 'running', 'the adopted record')
+    expect(r.supervisor.pid).toBe(process.pid)
+
+    const ready = nextEvent(sup, 'ready')
+    process.kill(orphan, 'SIGKILL')
+    await ready
+    const exit = seen.find((s) => s.event === 'exit')
+    // Not our child: the status is read from the zombie (or the pidfd once
+    // reaped), where the kernel gives it.
+    expect(exit?.data).toMatchObject({ pid: orphan, expected: false })
+    expect(names(seen)).toEqual(['takeover', 'exit', 'restart', 'spawn', 'ready'])
+    expect((await get(port))?.pid).toBe(sup.child?.pid)
+    expect(sup.status().adopted).toBe(false)
+  })
+
+  it('sweeps the workers a dead leader left in its group; a same-named process outside it is untouched', async () => {
+    const stateFile = join(tempDir(), 'strays.json')
+    const options = {
+      command: join(FIXTURES, 'group.sh'),
+      ready: { stdout: /^\d+ \d+$/ },
+      stateFile,
+      // The record is rewritten this long after ready: its aliveAt then
+      // vouches for the workers started before.
+      backoff: { resetAfterMs: 50 },
+    }
+    const p = new SupervisorProcess(options)
+    const started = await p.waitFor('started')
+    const leader = (started.status as { pid: number }).pid
+    const workers = Object.values(readdirSync('/proc'))
+      .filter((e) => /^\d+$/.test(e))
+      .map(Number)
+      .filter((pid) => pid !== leader && getProcessInfo(pid)?.pgid === leader)
+    expect(workers).toHaveLength(2)
+    for (const w of workers) others.track(w)
+    const sameName = others.spawn('sleep', ['1000'])
+    await recordWhen(
+      stateFile,
+      (r) => Date.parse(r.child?.aliveAt ?? '') - Date.parse(r.child?.startedAt ?? '') >= 50,
+      'the refreshed record',
+    )
+    p.proc.kill('SIGKILL')
+    await p.exited
+    // The leader died with its supervisor (parentDeathSignal); its workers did not.
+    await waitFor(() => !aliveInProcTable(leader), 5000, 'the leader to die')
+    for (const w of workers) expect(aliveInProcTable(w)).toBe(true)
+
+    const sup = supervisor(options as SupervisorOptions)
+    const seen = record(sup)
+    sup.on('stdout', () => {})
+    await sup.start()
+    expect(seen[0]?.data).toMatchObject({ pid: leader, action: 'stopped', result: null, suspects: [] })
+    for (const w of workers) expect(aliveInProcTable(w)).toBe(false)
+    expect(aliveInProcTable(sameName.pid as number)).toBe(true)
+  })
+})
+
 void existsSync
-void statSync
-void writeFileSync
-void getProcessInfo
-void readSupervisorState

@@ -949,6 +949,7 @@ class Supervisor extends EventEmitter {
     if (!this.#go('adopt')) return
     run.readyAt = Date.now()
     this.#readyAt = nowIso()
+    this.#settleLater(run)
     this.#emit('takeover', { pid: c.pid, identity: c.identity, action: 'adopted', result: null, suspects: [] })
     this.#settle(undefined, null)
   }
@@ -1091,8 +1092,25 @@ class Supervisor extends EventEmitter {
     if (!this.#go('ready')) return
     run.readyAt = Date.now()
     this.#readyAt = nowIso()
+    this.#settleLater(run)
     this.#settle(undefined, null)
     this.#emit('ready', run.child)
+  }
+
+  /**
+   * Once a child has stayed ready `resetAfterMs`, the backoff count starts
+   * again, and the record is rewritten: its `aliveAt` then vouches for every
+   * worker the daemon started in its first `resetAfterMs` (see the stray
+   * sweep). The timer does not hold the process open.
+   */
+  #settleLater(run) {
+    const t = setTimeout(() => {
+      if (this.#run !== run || run.exited || this.#state !== 'running') return
+      this.#attempt = 0
+      this.#writeState()
+    }, this.#o.backoff.resetAfterMs)
+    t.unref()
+    run.ac.signal.addEventListener('abort', () => clearTimeout(t), { once: true })
   }
 
   /** A child's (or adopted orphan's) exit, or a spawn that failed (info null). */
