@@ -727,8 +727,9 @@ describe('takeover', () => {
     expect(sup.child).toBeNull()
     expect(sup.status()).toMatchObject({ pid: orphan, adopted: true })
     expect((await get(port))?.pid).toBe(orphan)
-    const r = await recordWhen(stateFile, (r) => r.child?.pid === orphan && r.state === 'running', 'the adopted record')
-    expect(r.supervisor.pid).toBe(process.pid)
+    // Ours now (the predecessor's record named the same child).
+    const r = await recordWhen(stateFile, (r) => r.supervisor.pid === process.pid, 'the adopted record')
+    expect(r).toMatchObject({ state: 'running', child: { pid: orphan, running: true } })
 
     const ready = nextEvent(sup, 'ready')
     process.kill(orphan, 'SIGKILL')
@@ -745,8 +746,8 @@ describe('takeover', () => {
   it('sweeps the workers a dead leader left in its group; a same-named process outside it is untouched', async () => {
     const stateFile = join(tempDir(), 'strays.json')
     const options = {
-      command: join(FIXTURES, 'group.sh'),
-      ready: { stdout: /^\d+ \d+$/ },
+      command: join(FIXTURES, 'workers.sh'),
+      ready: { stdout: 'ready' },
       stateFile,
       // The record is rewritten this long after ready: its aliveAt then
       // vouches for the workers started before.
@@ -755,10 +756,14 @@ describe('takeover', () => {
     const p = new SupervisorProcess(options)
     const started = await p.waitFor('started')
     const leader = (started.status as { pid: number }).pid
-    const workers = Object.values(readdirSync('/proc'))
-      .filter((e) => /^\d+$/.test(e))
-      .map(Number)
-      .filter((pid) => pid !== leader && getProcessInfo(pid)?.pgid === leader)
+    // Its stdout is copied to the supervisor process's own.
+    const readyLine = await waitFor(
+      () => p.lines.some((l) => String(l.line).startsWith('ready ')),
+      5000,
+      "the workers' pids",
+    ).then(() => String(p.lines.find((l) => String(l.line).startsWith('ready '))?.line))
+    const workers = readyLine.split(' ').slice(1).map(Number)
+    for (const w of workers) expect(getProcessInfo(w)?.pgid).toBe(leader)
     expect(workers).toHaveLength(2)
     for (const w of workers) others.track(w)
     const sameName = others.spawn('sleep', ['1000'])
