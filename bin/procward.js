@@ -239,7 +239,7 @@ function status(argv) {
     process.exitCode = 4
     return
   }
-  const running = r.supervisor.running && r.child !== null && r.child.running
+  const running = r.supervisor.running && r.child?.running === true
   if (opts.json) process.stdout.write(`${JSON.stringify(r, null, 2)}\n`)
   else {
     const lines = [
