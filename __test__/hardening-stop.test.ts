@@ -297,3 +297,27 @@ describe('undefined in optional fields', () => {
     expect(r).toMatchObject({ outcome: 'exited', signals: ['SIGTERM'] })
   })
 })
+
+describe('unknown stop options', () => {
+  it('are refused by name, in stop() and in a spawn’s stop defaults, before anything is sent', async () => {
+    const p = sup('sleep', ['100'])
+    await expect(p.stop({ grace: 10 } as never)).rejects.toMatchObject({
+      name: 'TypeError',
+      code: 'ERR_INVALID_ARG_VALUE',
+      message: expect.stringContaining('options.grace '),
+    })
+    await expect(stopSupervisedProcess(p.pid, { timeout: 10 } as never)).rejects.toMatchObject({
+      code: 'ERR_INVALID_ARG_VALUE',
+    })
+    expect(aliveInProcTable(p.pid)).toBe(true)
+    expect(() => spawnSupervised('sleep', ['100'], { stop: { graceMS: 10 } as never })).toThrow(
+      expect.objectContaining({
+        code: 'ERR_INVALID_ARG_VALUE',
+        message: expect.stringContaining('options.stop.graceMS'),
+      }),
+    )
+    expect(() => spawnSupervised('sleep', ['100'], { stop: { graceMs: 1e300 } })).toThrow(
+      expect.objectContaining({ code: 'ERR_OUT_OF_RANGE', message: expect.stringContaining('options.stop.graceMs') }),
+    )
+  })
+})

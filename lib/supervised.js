@@ -50,19 +50,31 @@ function mergeStopOptions(...layers) {
 }
 
 /** Validated StopOptions → the native shape (plus identity, for bare pids). */
-function nativeStopOptions(options, defaults = STOP_DEFAULTS) {
+const STOP_KEYS = new Set(['signal', 'graceMs', 'killTimeoutMs', 'group', 'identity'])
+
+/**
+ * Validated StopOptions → the native shape (plus identity, for bare pids).
+ * `name` is how the caller knows the object ('options', or 'options.stop'
+ * for a spawn's defaults), so an error points at the field actually given.
+ */
+function nativeStopOptions(options, defaults = STOP_DEFAULTS, name = 'options') {
   if (options !== undefined && (options === null || typeof options !== 'object')) {
-    throw typeError(`options must be an object, got ${validate.describe(options)}`)
+    throw typeError(`${name} must be an object, got ${validate.describe(options)}`)
+  }
+  for (const [k, v] of Object.entries(options ?? {})) {
+    if (v !== undefined && !STOP_KEYS.has(k)) {
+      throw typeError(`${name}.${k} is not a stop option (${[...STOP_KEYS].join(', ')})`, 'ERR_INVALID_ARG_VALUE')
+    }
   }
   const o = mergeStopOptions(STOP_DEFAULTS, defaults, options)
   return {
     native: {
-      signal: validate.signal(o.signal, 'options.signal'),
-      graceMs: validate.duration(o.graceMs, 'options.graceMs'),
-      killTimeoutMs: validate.duration(o.killTimeoutMs, 'options.killTimeoutMs'),
-      group: validate.optionalBoolean(o.group, 'options.group'),
+      signal: validate.signal(o.signal, `${name}.signal`),
+      graceMs: validate.duration(o.graceMs, `${name}.graceMs`),
+      killTimeoutMs: validate.duration(o.killTimeoutMs, `${name}.killTimeoutMs`),
+      group: validate.optionalBoolean(o.group, `${name}.group`),
     },
-    identity: validate.optionalString(o.identity, 'options.identity'),
+    identity: validate.optionalString(o.identity, `${name}.identity`),
   }
 }
 
@@ -191,7 +203,7 @@ function nativeSpawnOptions(options) {
     throw typeError(`options.signal must be an AbortSignal, got ${validate.describe(o.signal)}`)
   }
   // Check the stop defaults now, so a bad one fails the spawn, not a later stop.
-  nativeStopOptions(o.stop)
+  nativeStopOptions(o.stop, STOP_DEFAULTS, 'options.stop')
   const notifyFd = o[NOTIFY_FD]
   if (notifyFd !== undefined && (!Number.isInteger(notifyFd) || notifyFd < 3 || notifyFd > 65535)) {
     throw rangeError(`notifyFd must be an integer in 3..=65535, got ${notifyFd}`)
@@ -279,7 +291,8 @@ class SupervisedProcess extends EventEmitter {
     return this.#native.pgid ?? null
   }
   get identity() {
-    return this.#native.identity
+    // Read from /proc on first use unless known at spawn; EMFILE can throw.
+    return callNative(() => this.#native.identity)
   }
   /** 'pidfd' | 'pidfd-tokio' | 'fallback' */
   get exitWatch() {

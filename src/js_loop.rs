@@ -22,7 +22,19 @@
 //! thread never leaves a zombie. Settling happens once, under one lock; the
 //! other side finds it settled. The JS side adds the direct wake-up.
 //!
-//! Lifetimes. The poll handle and its state are owned by the loop, not by
+//! Readable, yet nothing to reap: a tracer (`PTRACE_SEIZE` from another
+//! process) is told of the exit first, and until it detaches or waits our
+//! `waitid` cannot see the zombie, while the pidfd stays readable. libuv
+//! polls level-triggered, so polling on would spin the JS thread. The loop
+//! parks instead: it closes the poll handle and opens a `uv_async_t` that
+//! the native watcher's settle wakes (`Watched::on_settle`); the async
+//! callback then delivers the exit. If no native watcher runs (its start
+//! failed), parking starts a waiter thread first, and only if that fails too
+//! does the loop keep polling. Each callback looks at the state first, so an
+//! exit the native side settled while the loop was blocked is delivered even
+//! if another child has the pid by then.
+//!
+//! Lifetimes. The handles and their state are owned by the loop, not by
 //! the JS object: a dropped or collected `SupervisedProcess` is still reaped.
 //! `unref()` is `uv_unref` on the handle. When the environment is torn down
 //! with the child still running (a worker that ends), its cleanup hook stops
@@ -30,23 +42,26 @@
 //! still reaps and sweeps the child.
 
 use std::ffi::{c_int, c_void, CStr};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::ptr;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use napi::bindgen_prelude::ToNapiValue;
 use napi::sys;
 
 use crate::exit_watch::{ExitStatus, Watched};
 
-const UV_POLL: c_int = 8; // uv_handle_type
+const UV_ASYNC: c_int = 1; // uv_handle_type
+const UV_POLL: c_int = 8;
 const UV_READABLE: c_int = 1;
 
 type PollCb = unsafe extern "C" fn(*mut c_void, c_int, c_int);
+type AsyncCb = unsafe extern "C" fn(*mut c_void);
 type CloseCb = unsafe extern "C" fn(*mut c_void);
 type HandleSizeFn = unsafe extern "C" fn(c_int) -> usize;
 type PollInitFn = unsafe extern "C" fn(*mut c_void, *mut c_void, c_int) -> c_int;
 type PollStartFn = unsafe extern "C" fn(*mut c_void, c_int, PollCb) -> c_int;
+type AsyncInitFn = unsafe extern "C" fn(*mut c_void, *mut c_void, AsyncCb) -> c_int;
 type HandleFn = unsafe extern "C" fn(*mut c_void) -> c_int;
 type CloseFn = unsafe extern "C" fn(*mut c_void, Option<CloseCb>);
 type RefFn = unsafe extern "C" fn(*mut c_void);
@@ -56,6 +71,8 @@ struct Uv {
     poll_init: PollInitFn,
     poll_start: PollStartFn,
     poll_stop: HandleFn,
+    async_init: AsyncInitFn,
+    async_send: HandleFn,
     close: CloseFn,
     ref_: RefFn,
     unref: RefFn,
@@ -86,6 +103,8 @@ fn uv() -> Option<&'static Uv> {
             poll_init: unsafe { sym::<PollInitFn>(c"uv_poll_init") }?,
             poll_start: unsafe { sym::<PollStartFn>(c"uv_poll_start") }?,
             poll_stop: unsafe { sym::<HandleFn>(c"uv_poll_stop") }?,
+            async_init: unsafe { sym::<AsyncInitFn>(c"uv_async_init") }?,
+            async_send: unsafe { sym::<HandleFn>(c"uv_async_send") }?,
             close: unsafe { sym::<CloseFn>(c"uv_close") }?,
             ref_: unsafe { sym::<RefFn>(c"uv_ref") }?,
             unref: unsafe { sym::<RefFn>(c"uv_unref") }?,
@@ -99,16 +118,29 @@ pub fn available() -> bool {
     !crate::exit_watch::forced_tokio() && !crate::exit_watch::forced_fallback() && uv().is_some()
 }
 
-/// The handle's address while it is open, shared with the JS object for
-/// ref/unref. Only touched on the JS thread; the Mutex makes it Send.
+/// What the JS object's ref()/unref() acts on: the open handle (the poll
+/// handle, or the async one once parked; none once closed), and whether the
+/// user asked for unref, so that a handle opened later follows suit. Only
+/// touched on the JS thread; the Mutex makes it Send.
+#[derive(Default)]
+struct RefState {
+    handle: Option<usize>,
+    unref: bool,
+}
+
 #[derive(Clone, Default)]
-pub struct LoopRef(Arc<Mutex<Option<usize>>>);
+pub struct LoopRef(Arc<Mutex<RefState>>);
 
 impl LoopRef {
-    /// `uv_ref`/`uv_unref` the poll handle; a no-op once it is closed.
+    fn lock(&self) -> MutexGuard<'_, RefState> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `uv_ref`/`uv_unref` the open handle; only remembered once closed.
     pub fn set_ref(&self, on: bool) {
-        let (Some(uv), Some(handle)) = (uv(), *self.0.lock().unwrap_or_else(|e| e.into_inner()))
-        else {
+        let mut state = self.lock();
+        state.unref = !on;
+        let (Some(uv), Some(handle)) = (uv(), state.handle) else {
             return;
         };
         let f = if on { uv.ref_ } else { uv.unref };
@@ -117,15 +149,27 @@ impl LoopRef {
         unsafe { f(handle as *mut c_void) }
     }
 
-    fn clear(&self) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    fn set_handle(&self, handle: Option<*mut c_void>) {
+        self.lock().handle = handle.map(|h| h as usize);
     }
 }
+
+/// The async handle's address while a settle may still wake it; cleared
+/// (under the lock a sender holds while sending) before it is closed.
+type WakeSlot = Arc<Mutex<Option<usize>>>;
 
 struct LoopWatch {
     /// uv_poll_t storage (`uv_handle_size(UV_POLL)` bytes, 8-aligned). Its
     /// first field, `data`, points back at this struct.
-    handle: Box<[u64]>,
+    poll: Box<[u64]>,
+    /// uv_async_t storage, once parked (see the module docs); `data` as above.
+    wake: Option<Box<[u64]>>,
+    poll_open: bool,
+    wake_open: bool,
+    /// Handles initialised and not yet through `on_closed`: the struct is
+    /// freed when the last one has closed.
+    handles: u8,
+    uv_loop: *mut c_void,
     env: sys::napi_env,
     callback: sys::napi_ref,
     async_ctx: sys::napi_async_context,
@@ -134,13 +178,24 @@ struct LoopWatch {
     /// libuv allows, so the fd is gone by the time the listener runs.
     pidfd: Option<OwnedFd>,
     shared: LoopRef,
+    wake_slot: WakeSlot,
     done: bool,
 }
 
 impl LoopWatch {
-    fn handle_ptr(&mut self) -> *mut c_void {
-        self.handle.as_mut_ptr().cast()
+    fn poll_ptr(&mut self) -> *mut c_void {
+        self.poll.as_mut_ptr().cast()
     }
+}
+
+/// The LoopWatch a handle belongs to.
+///
+/// # Safety
+/// `handle` is one of a live LoopWatch's handles, its `data` set.
+unsafe fn watch_of<'a>(handle: *mut c_void) -> &'a mut LoopWatch {
+    // SAFETY: `data` (the first field) points at the LoopWatch, alive until
+    // its last handle has closed (caller's contract).
+    unsafe { &mut **(handle as *mut *mut LoopWatch) }
 }
 
 /// Starts polling `pidfd` on `env`'s loop. On failure the pidfd is handed
@@ -186,24 +241,29 @@ pub unsafe fn start(
     }
     // SAFETY: uv_handle_size is a pure query.
     let size = unsafe { (uv.handle_size)(UV_POLL) };
-    let words = size.div_ceil(8);
     let shared = LoopRef::default();
     let watch = Box::into_raw(Box::new(LoopWatch {
-        handle: vec![0u64; words].into_boxed_slice(),
+        poll: vec![0u64; size.div_ceil(8)].into_boxed_slice(),
+        wake: None,
+        poll_open: false,
+        wake_open: false,
+        handles: 0,
+        uv_loop: uv_loop.cast(),
         env,
         callback: cb_ref,
         async_ctx,
         watched,
         pidfd: Some(pidfd),
         shared: shared.clone(),
+        wake_slot: WakeSlot::default(),
         done: false,
     }));
     // SAFETY: `watch` is a fresh, uniquely owned allocation.
     let w = unsafe { &mut *watch };
-    let handle = w.handle_ptr();
+    let handle = w.poll_ptr();
     let fd = w.pidfd.as_ref().map_or(-1, |fd| fd.as_raw_fd());
     // SAFETY: a zeroed handle of libuv's size on the JS thread's loop; the
-    // fd stays open until the close callback.
+    // fd stays open until the handle is closed.
     let rc = unsafe { (uv.poll_init)(uv_loop.cast(), handle, fd) };
     if rc != 0 {
         // SAFETY: nothing refers to the allocation yet; take it back.
@@ -213,6 +273,8 @@ pub unsafe fn start(
     }
     // SAFETY: `data` is the first field of every uv handle.
     unsafe { *(handle as *mut *mut c_void) = watch.cast() };
+    w.poll_open = true;
+    w.handles = 1;
     // SAFETY: the handle was initialised; on_readable matches uv_poll_cb.
     if unsafe { (uv.poll_start)(handle, UV_READABLE, on_readable) } != 0 {
         // An initialised handle must be closed, not freed; the pidfd goes
@@ -224,23 +286,99 @@ pub unsafe fn start(
         close(w);
         return fd.map_or(Ok(shared), Err);
     }
-    *shared.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle as usize);
+    shared.set_handle(Some(handle));
     // SAFETY: registered on the same env; removed when the watch ends.
     unsafe { sys::napi_add_env_cleanup_hook(env, Some(on_env_teardown), watch.cast()) };
     Ok(shared)
 }
 
 unsafe extern "C" fn on_readable(handle: *mut c_void, _status: c_int, _events: c_int) {
-    // SAFETY: `data` was set to our LoopWatch, alive until on_closed.
-    let w = unsafe { &mut **(handle as *mut *mut LoopWatch) };
+    // SAFETY: libuv calls this for our open poll handle.
+    let w = unsafe { watch_of(handle) };
     if w.done {
         return;
     }
-    // A spurious wake-up (or an error event) with the child still running:
-    // keep polling.
-    let Some(status) = w.watched.try_settle() else {
+    let pidfd = w.pidfd.as_ref().map(|fd| fd.as_fd());
+    match w.watched.try_settle(pidfd) {
+        Some(status) => deliver(w, status),
+        None => {
+            // Nothing to reap. With the child still running (an error
+            // event, say), poll on. Exited, yet not waitable: a tracer holds
+            // the zombie; polling on would spin.
+            let exited = pidfd.is_some_and(|fd| crate::sys::is_readable_now(fd).unwrap_or(false));
+            if exited {
+                park(w);
+            }
+        }
+    }
+}
+
+/// Stops polling the pidfd and waits for the native watcher's settle to
+/// wake the loop instead (see the module docs). Leaves things as they were
+/// (polling) only if nothing else could settle the child.
+fn park(w: &mut LoopWatch) {
+    let Some(uv) = uv() else { return };
+    if !w.watched.has_native_watcher()
+        && crate::exit_watch::watch_beside_loop(&w.watched, None, std::time::Duration::ZERO)
+            .is_err()
+    {
         return;
-    };
+    }
+    // SAFETY: uv_handle_size is a pure query.
+    let size = unsafe { (uv.handle_size)(UV_ASYNC) };
+    let mut wake = vec![0u64; size.div_ceil(8)].into_boxed_slice();
+    let handle: *mut c_void = wake.as_mut_ptr().cast();
+    // SAFETY: zeroed storage of libuv's size, initialised on the JS thread's
+    // own loop; on_wake matches uv_async_cb.
+    if unsafe { (uv.async_init)(w.uv_loop, handle, on_wake) } != 0 {
+        return;
+    }
+    // SAFETY: `data` is the first field of every uv handle.
+    unsafe { *(handle as *mut *mut c_void) = (w as *mut LoopWatch).cast() };
+    // The box moves; the storage it points at, which libuv knows, does not.
+    w.wake = Some(wake);
+    w.wake_open = true;
+    w.handles += 1;
+    if w.shared.lock().unref {
+        // SAFETY: an open handle of this loop, on its thread.
+        unsafe { (uv.unref)(handle) };
+    }
+    w.shared.set_handle(Some(handle));
+    *lock_slot(&w.wake_slot) = Some(handle as usize);
+    let slot = w.wake_slot.clone();
+    let send = uv.async_send;
+    let wake: crate::exit_watch::Wake = Box::new(move || {
+        let slot = lock_slot(&slot);
+        if let Some(handle) = *slot {
+            // SAFETY: uv_async_send may be called from any thread; the
+            // handle is open while the slot holds it, and it is closed only
+            // after the slot is cleared under this same lock.
+            unsafe { send(handle as *mut c_void) };
+        }
+    });
+    if let Err(wake) = w.watched.on_settle(wake) {
+        wake(); // settled meanwhile: on_wake delivers on the next turn
+    }
+    close_poll(w);
+}
+
+unsafe extern "C" fn on_wake(handle: *mut c_void) {
+    // SAFETY: libuv calls this for our open async handle.
+    let w = unsafe { watch_of(handle) };
+    if w.done {
+        return;
+    }
+    if let Some(status) = w.watched.exit_status() {
+        deliver(w, status);
+    }
+}
+
+fn lock_slot(slot: &WakeSlot) -> MutexGuard<'_, Option<usize>> {
+    slot.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The child is settled: close the handles and call the listener.
+fn deliver(w: &mut LoopWatch, status: ExitStatus) {
     w.done = true;
     let env = w.env;
     // SAFETY: same env and argument as at registration.
@@ -253,24 +391,50 @@ unsafe extern "C" fn on_readable(handle: *mut c_void, _status: c_int, _events: c
     release_js(w);
 }
 
-/// Stops polling and closes the handle; the allocation is freed in
-/// `on_closed`, which libuv calls on a later loop iteration.
-fn close(w: &mut LoopWatch) {
-    w.shared.clear();
-    let Some(uv) = uv() else { return };
-    let handle = w.handle_ptr();
-    // SAFETY: an initialised handle of this loop.
-    unsafe { (uv.poll_stop)(handle) };
-    // SAFETY: closed exactly once (callers set `done` first); libuv allows
-    // closing the polled fd right after this.
-    unsafe { (uv.close)(handle, Some(on_closed)) };
+/// Stops polling and closes the poll handle and the pidfd.
+fn close_poll(w: &mut LoopWatch) {
+    if w.poll_open {
+        w.poll_open = false;
+        if let Some(uv) = uv() {
+            let handle = w.poll_ptr();
+            // SAFETY: an initialised handle of this loop.
+            unsafe { (uv.poll_stop)(handle) };
+            // SAFETY: closed exactly once (poll_open guards it); libuv
+            // allows closing the polled fd right after this.
+            unsafe { (uv.close)(handle, Some(on_closed)) };
+        }
+    }
     w.pidfd = None;
+}
+
+/// Closes every handle; the allocation is freed in `on_closed` once the
+/// last has closed, which libuv reports on a later loop iteration.
+fn close(w: &mut LoopWatch) {
+    w.shared.set_handle(None);
+    *lock_slot(&w.wake_slot) = None;
+    close_poll(w);
+    if w.wake_open {
+        w.wake_open = false;
+        if let (Some(uv), Some(wake)) = (uv(), w.wake.as_mut()) {
+            // SAFETY: an initialised async handle of this loop, closed once
+            // (wake_open guards it), and no longer reachable by a sender
+            // (the slot was cleared above).
+            unsafe { (uv.close)(wake.as_mut_ptr().cast(), Some(on_closed)) };
+        }
+    }
 }
 
 unsafe extern "C" fn on_closed(handle: *mut c_void) {
     // SAFETY: `data` points at the Box we leaked in `start`; libuv is done
-    // with the handle, so this is the last use.
-    drop(unsafe { Box::from_raw(*(handle as *mut *mut LoopWatch)) });
+    // with this handle.
+    let raw = unsafe { *(handle as *mut *mut LoopWatch) };
+    // SAFETY: as above; the struct lives until its last handle has closed.
+    let w = unsafe { &mut *raw };
+    w.handles -= 1;
+    if w.handles == 0 {
+        // SAFETY: the last handle is closed: nothing refers to it any more.
+        drop(unsafe { Box::from_raw(raw) });
+    }
 }
 
 /// Releases the listener reference and the async context (JS thread).
@@ -282,7 +446,7 @@ fn release_js(w: &LoopWatch) {
 }
 
 /// The environment is going away with the child still running: stop
-/// polling and release the listener without calling it. The native watcher
+/// watching and release the listener without calling it. The native watcher
 /// started beside this one still sweeps and reaps the child.
 fn finish_without_js(w: &mut LoopWatch) {
     w.done = true;

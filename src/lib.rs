@@ -234,7 +234,6 @@ enum Delivery {
 #[napi]
 pub struct NativeChild {
     watched: Arc<Watched>,
-    identity: String,
     backend: Backend,
     delivery: Delivery,
     /// Parent ends: stdio 0..3, then the notify pipe's read end.
@@ -253,9 +252,13 @@ impl NativeChild {
         self.watched.pgid().map(Pid::as_raw)
     }
 
+    /// The child's own identity, read or remembered (see `Watched::identity`).
     #[napi(getter)]
-    pub fn identity(&self) -> String {
-        self.identity.clone()
+    pub fn identity(&self) -> Result<String> {
+        self.watched
+            .identity()
+            .map(|id| id.encode())
+            .map_err(info_err)
     }
 
     /// How this child's exit is watched: 'pidfd' (on the JS loop),
@@ -433,18 +436,20 @@ pub fn spawn_supervised(
         gid: to_id(options.gid, "gid")?,
         argv0: options.argv0.clone(),
     };
+    // The clock readings around the spawn usually pin the child's start
+    // tick, and its pidfd gives the pidfs inode: its identity without a
+    // /proc read. Whatever is missing is read later, while the child is
+    // still unreaped (see exit_watch).
+    proc_info::prepare_identity();
+    let before = sys::boottime_ns();
     let child = spawn::spawn(&cmd, !exit_watch::forced_fallback()).map_err(spawn_err)?;
+    let seed = proc_info::IdentitySeed {
+        start_time: proc_info::start_tick_between(before, sys::boottime_ns()),
+        inode: child.pidfd.as_ref().map(proc_info::pidfd_inode),
+    };
     let pid = child.pid;
-    let identity = match &child.pidfd {
-        Some(fd) => proc_info::identity_of_pidfd(pid, fd),
-        None => proc_info::identity_of(pid),
-    }
-    .ok()
-    .flatten()
-    .map(|id| id.encode())
-    .unwrap_or_default();
     let pgid = options.process_group.then_some(pid);
-    let watched = exit_watch::register(pid, pgid, options.kill_group_on_exit);
+    let watched = exit_watch::register(pid, pgid, options.kill_group_on_exit, seed);
 
     let mut pidfd = child.pidfd;
     if let Some(fd) = pidfd.take_if(|_| options.use_loop && js_loop::available()) {
@@ -463,7 +468,6 @@ pub fn spawn_supervised(
                 let _ = exit_watch::watch_beside_loop(&watched, native_fd, LOOP_FIRST);
                 return Ok(NativeChild {
                     watched,
-                    identity,
                     backend: Backend::PidfdLoop,
                     delivery: Delivery::Loop(loop_ref),
                     pipes: Mutex::new(pipe_ends(child.pipes, child.notify)),
@@ -480,7 +484,6 @@ pub fn spawn_supervised(
     match started {
         Ok((callback, backend)) => Ok(NativeChild {
             watched,
-            identity,
             backend,
             delivery: Delivery::Threadsafe(callback),
             pipes: Mutex::new(pipe_ends(child.pipes, child.notify)),
@@ -589,10 +592,13 @@ pub fn stop_pid<'env>(
 ) -> Result<PromiseRaw<'env, NativeStopResult>> {
     let started = Instant::now();
     let pid = to_pid(pid)?;
-    if pid == Pid::current() {
+    // A thread id signals its whole process: ours is refused like our pid;
+    // another process's non-leader thread names no process (see proc_info).
+    let thread = proc_info::thread_of(pid);
+    if pid == Pid::current() || thread == proc_info::ThreadOf::Us {
         return Err(coded(
             "ERR_OUT_OF_RANGE",
-            "refusing to stop this process itself",
+            "refusing to stop this process itself (its pid or one of its thread ids)",
         ));
     }
     let plan = stop_plan(&options)?;
@@ -611,6 +617,9 @@ pub fn stop_pid<'env>(
                 None,
             )
         };
+        if thread == proc_info::ThreadOf::Other {
+            return Ok(nothing_sent(false));
+        }
         let use_pidfd = !exit_watch::forced_fallback();
         let pidfd_target = if use_pidfd {
             match PidfdTarget::open(pid, identity, group) {

@@ -10,24 +10,28 @@
 //! exit and spends microseconds on it.
 
 use std::io;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use tokio::runtime::{Builder, Handle};
 
+/// The runtime, started on first use. A failed start (no fd left for its
+/// epoll, no thread) is not remembered: the next call tries again, so one
+/// moment of EMFILE does not disable the pidfd back-end for good.
 pub fn handle() -> io::Result<Handle> {
-    static RT: OnceLock<Result<Handle, String>> = OnceLock::new();
-    RT.get_or_init(|| {
-        let rt = Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| e.to_string())?;
-        let handle = rt.handle().clone();
-        std::thread::Builder::new()
-            .name("procward-reaper".into())
-            .spawn(move || rt.block_on(std::future::pending::<()>()))
-            .map_err(|e| e.to_string())?;
-        Ok(handle)
-    })
-    .clone()
-    .map_err(io::Error::other)
+    static RT: OnceLock<Handle> = OnceLock::new();
+    static STARTING: Mutex<()> = Mutex::new(());
+    if let Some(handle) = RT.get() {
+        return Ok(handle.clone());
+    }
+    let _one_at_a_time = STARTING.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(handle) = RT.get() {
+        return Ok(handle.clone());
+    }
+    let rt = Builder::new_current_thread().enable_all().build()?;
+    let handle = rt.handle().clone();
+    // On failure the closure, and the runtime in it, is dropped here.
+    std::thread::Builder::new()
+        .name("procward-reaper".into())
+        .spawn(move || rt.block_on(std::future::pending::<()>()))?;
+    Ok(RT.get_or_init(|| handle).clone())
 }

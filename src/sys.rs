@@ -129,19 +129,44 @@ pub enum WaitStatus {
 /// `waitid(P_PID, pid, flags)`. With `WNOWAIT` the child stays a zombie, so
 /// its pid (and the pgid it leads) stays ours.
 pub fn waitid_pid(pid: Pid, flags: libc::c_int) -> io::Result<WaitStatus> {
+    waitid_raw(libc::P_PID, pid.as_raw() as libc::id_t, flags)
+}
+
+/// `waitid` for our child `pid`, through `pidfd` when there is one:
+/// `waitid(P_PIDFD)` (Linux 5.4) waits for the process the pidfd refers to,
+/// never for a later process that got the same pid number, so a wait that
+/// comes late (after someone else reaped the child and the pid was handed
+/// on) fails with ECHILD instead of reporting — or reaping — the newcomer.
+/// Without a pidfd, or on a kernel without P_PIDFD, by pid.
+pub fn waitid_child(
+    pid: Pid,
+    pidfd: Option<BorrowedFd<'_>>,
+    flags: libc::c_int,
+) -> io::Result<WaitStatus> {
+    // Probed once: a kernel without P_PIDFD (5.3) answers EINVAL.
+    static NO_P_PIDFD: AtomicBool = AtomicBool::new(false);
+    if let Some(fd) = pidfd.filter(|_| !NO_P_PIDFD.load(Ordering::Relaxed)) {
+        match waitid_raw(libc::P_PIDFD, fd.as_raw_fd() as libc::id_t, flags) {
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                NO_P_PIDFD.store(true, Ordering::Relaxed);
+            }
+            res => return res,
+        }
+    }
+    waitid_pid(pid, flags)
+}
+
+fn waitid_raw(
+    idtype: libc::idtype_t,
+    id: libc::id_t,
+    flags: libc::c_int,
+) -> io::Result<WaitStatus> {
     // Zeroed, because with WNOHANG and no state change the kernel leaves
     // siginfo untouched, and si_pid == 0 is how "still alive" is told apart.
     let mut info = std::mem::MaybeUninit::<libc::siginfo_t>::zeroed();
     loop {
         // SAFETY: the siginfo buffer is ours and large enough.
-        let ret = unsafe {
-            libc::waitid(
-                libc::P_PID,
-                pid.as_raw() as libc::id_t,
-                info.as_mut_ptr(),
-                flags,
-            )
-        };
+        let ret = unsafe { libc::waitid(idtype, id, info.as_mut_ptr(), flags) };
         if ret == 0 {
             break;
         }
@@ -163,6 +188,75 @@ pub fn waitid_pid(pid: Pid, flags: libc::c_int) -> io::Result<WaitStatus> {
         libc::CLD_EXITED => WaitStatus::Exited(si_status),
         _ => WaitStatus::Signaled(si_status),
     })
+}
+
+/// `tgkill(tgid, tid, 0)`: sends nothing; Ok (or EPERM) when `tid` is a
+/// thread of the thread group `tgid`, ESRCH otherwise. `tgkill(pid, pid)`
+/// thus tells a process (a thread-group leader) from a non-leader thread,
+/// whose id shares the pid space but names no process.
+pub fn thread_probe(tgid: Pid, tid: Pid) -> io::Result<()> {
+    // SAFETY: tgkill with signal 0 only checks existence and permission.
+    cvt(unsafe { libc::syscall(libc::SYS_tgkill, tgid.as_raw(), tid.as_raw(), 0) }).map(drop)
+}
+
+/// `CLOCK_BOOTTIME` in nanoseconds: the clock a process's start time in
+/// `/proc/<pid>/stat` is taken from (in this time namespace).
+pub fn boottime_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: fills the timespec we own; CLOCK_BOOTTIME exists since 2.6.39,
+    // so this cannot fail (and a zero reading would only fail a comparison).
+    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// `sysconf(_SC_CLK_TCK)`: the unit of times in `/proc/<pid>/stat` (USER_HZ).
+pub fn clock_ticks_per_sec() -> u64 {
+    // SAFETY: a plain query.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    hz.max(0) as u64
+}
+
+/// Whether `fd` lives on pidfs (Linux 6.9+), where a pidfd's inode number
+/// names its process for the life of the boot.
+pub fn is_on_pidfs(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    const PIDFS_MAGIC: i64 = 0x5049_4446;
+    let mut st = std::mem::MaybeUninit::<libc::statfs>::zeroed();
+    // SAFETY: fstatfs fills the buffer we own.
+    cvt(unsafe { libc::fstatfs(fd.as_raw_fd(), st.as_mut_ptr()) } as libc::c_long)?;
+    // SAFETY: fstatfs succeeded, so the buffer is initialised.
+    let st = unsafe { st.assume_init() };
+    // f_type is i64 with glibc and u64 with musl (or 32 bits elsewhere).
+    #[allow(clippy::unnecessary_cast)]
+    let f_type = st.f_type as i64;
+    Ok(f_type == PIDFS_MAGIC)
+}
+
+/// Which of `fds` are readable now, or in error (for pidfds: which
+/// processes have exited), in one `poll`.
+pub fn readable_now_each(fds: &[BorrowedFd<'_>]) -> io::Result<Vec<bool>> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|fd| libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    loop {
+        // SAFETY: a valid array of pollfds of the given length, zero timeout.
+        let ret = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, 0) };
+        if ret >= 0 {
+            break;
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+    Ok(pfds.iter().map(|p| p.revents != 0).collect())
 }
 
 /// pread at offset 0, retrying EINTR.

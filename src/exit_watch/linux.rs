@@ -1,11 +1,20 @@
 //! pidfd back-end: the pidfd turns readable when the child exits; a task on
 //! procward's own runtime (see `runtime`) waits for that with `AsyncFd`
-//! (epoll), then peeks the status with `waitid(WNOWAIT | WNOHANG)`.
+//! (epoll, edge-triggered), then peeks the status through the same pidfd
+//! with `waitid(P_PIDFD, WNOWAIT | WNOHANG)`.
 //!
 //! Costs one tokio task and one fd per child, no thread. If the runtime
 //! cannot register the fd, the child moves to the fallback thread.
+//!
+//! Readable but nothing to see: a tracer holds the zombie (see the module
+//! docs of `exit_watch`). The readiness is cleared and the task sleeps until
+//! the next wake-up of the pidfd, which the kernel sends when the tracer
+//! detaches or waits; being edge-triggered, it never spins meanwhile.
+//! Settled by another driver (the JS loop): every wake-up looks at the
+//! state first, and the pidfd wait cannot mistake a newcomer on the same pid
+//! for the child, so the task ends at the exit whoever reaps.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 
 use tokio::io::unix::AsyncFd;
@@ -36,29 +45,34 @@ pub fn start(
                     .await
                     .ok()
                     .flatten();
-                watched.finish(seen, on_exit);
+                watched.finish(seen, None, on_exit);
                 return;
             }
         };
+        let peek = libc::WEXITED | libc::WNOWAIT | libc::WNOHANG;
         let seen = loop {
             let mut guard = match afd.readable().await {
                 Ok(g) => g,
                 Err(_) => break None,
             };
-            match sys::waitid_pid(watched.pid, libc::WEXITED | libc::WNOWAIT | libc::WNOHANG) {
+            if watched.exit_status().is_some() {
+                break None; // settled by another driver
+            }
+            match sys::waitid_child(watched.pid, Some(afd.get_ref().as_fd()), peek) {
                 Ok(WaitStatus::StillAlive) => guard.clear_ready(),
                 Ok(w) => break Some(w),
                 Err(_) => break None,
             }
         };
-        drop(afd);
         if let Some(delay) = defer {
-            tokio::time::sleep(delay).await;
+            if watched.exit_status().is_none() {
+                tokio::time::sleep(delay).await;
+            }
             if watched.exit_status().is_some() {
                 return; // the loop settled it
             }
         }
-        watched.finish(seen, on_exit);
+        watched.finish(seen, Some(afd.get_ref().as_fd()), on_exit);
     });
     Ok(())
 }

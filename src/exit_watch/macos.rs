@@ -59,7 +59,7 @@ pub fn start(watched: Arc<Watched>, on_exit: OnExit) -> io::Result<()> {
         Some(kq) => kq,
         None => {
             let seen = fallback::wait_exit(&watched);
-            watched.finish(seen, on_exit);
+            watched.finish(seen, None, on_exit);
             return Ok(());
         }
     };
@@ -72,7 +72,7 @@ pub fn start(watched: Arc<Watched>, on_exit: OnExit) -> io::Result<()> {
         // NOTE_EXIT fired (or the reactor failed): the WNOWAIT wait returns
         // at once for an exited child, and blocks only in the failure case.
         let seen = fallback::wait_exit(&watched);
-        watched.finish(seen, on_exit);
+        watched.finish(seen, None, on_exit);
     });
     Ok(())
 }

@@ -6,10 +6,28 @@
 //! with that id: `killpg(pgid, SIGKILL)` can only reach the members of the
 //! group we created. After the reap, the same call could reach a stranger.
 //! So: see the exit (`waitid(WEXITED | WNOWAIT)`), sweep, reap
-//! (`waitid(P_PID, pid, WEXITED)`), then tell JS.
+//! (`waitid(WEXITED | WNOHANG)`: the zombie was seen, so it never blocks),
+//! then tell JS.
 //!
-//! Only ever by pid: Node's libuv reaps its own children by pid too, and a
-//! `waitpid(-1)` or a SIGCHLD handler here would steal their statuses.
+//! Only ever by pidfd or pid: Node's libuv reaps its own children by pid
+//! too, and a `waitpid(-1)` or a SIGCHLD handler here would steal their
+//! statuses. Where a back-end holds a pidfd, every wait goes through it
+//! (`waitid(P_PIDFD)`, Linux 5.4): it names the process, not the number, so
+//! a wait that comes after someone else reaped the child and the pid went to
+//! a newcomer (another child of this process, say) fails with ECHILD instead
+//! of seeing, or reaping, the newcomer. Every driver also looks at the state
+//! first: a child settled by another driver is delivered, never waited for
+//! again.
+//!
+//! A traced child. A tracer (`PTRACE_SEIZE` from another process) is told of
+//! the exit first, and until it detaches or waits, the zombie is invisible
+//! to our `waitid` although the pidfd is readable. Nothing can reap it then.
+//! The tokio back-end waits for the next edge on the pidfd (the kernel wakes
+//! pidfd waiters again when the tracer lets go), the fallback thread stays
+//! blocked in `waitid`, which the same event wakes, and the JS loop, whose
+//! poll is level-triggered, stops polling and waits to be woken by the
+//! native watcher's settle (`js_loop`): no driver spins, and `'exit'` comes
+//! once, right after the reap.
 //!
 //! Back-ends, chosen per child:
 //! - `pidfd` (`linux`): the pidfd turns readable on exit; a tokio task on
@@ -20,13 +38,22 @@
 //!   the reap. `Watched::settle` runs once, whoever calls it.
 //! - `fallback`: a small thread blocks in `waitid(P_PID, pid, WEXITED |
 //!   WNOWAIT)`. Used when no pidfd could be had (ENOSYS before Linux 5.3,
-//!   EMFILE), when registering it failed, or when `PROCWARD_EXIT_WATCH=fallback`
-//!   is set at load (the test suite runs through it that way).
+//!   EMFILE), when registering it or starting the runtime failed, or when
+//!   `PROCWARD_EXIT_WATCH=fallback` is set at load (the test suite runs
+//!   through it that way).
 //! - macOS: kqueue `EVFILT_PROC`/`NOTE_EXIT` (`macos`), written on this
 //!   seam but not compiled here (see README).
 //!
 //! The watcher owns everything it needs (`Arc<Watched>`), so a JS handle
 //! that is dropped, collected or `unref()`ed never leaves a zombie.
+//!
+//! Identity. `Watched` also keeps the child's identity, because it must be
+//! the child's own even when read after the reap, and only an unreaped child
+//! can be asked. What spawn learns for free (the start tick pinned by clock
+//! readings around the clone, the pidfs inode from the pidfd) is the seed;
+//! the rest is read from `/proc/<pid>/stat` under the state lock while the
+//! child is unreaped: on the first read of the identity, or in `settle` just
+//! before the reap. A zombie still shows its start time there.
 
 #[cfg(target_os = "linux")]
 mod fallback;
@@ -35,12 +62,14 @@ mod linux;
 #[cfg(target_os = "macos")]
 mod macos;
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use tokio::sync::watch;
 
 use crate::pid::{Pid, Signal};
+use crate::proc_info::{self, Identity, IdentitySeed, InfoError};
 use crate::sys::{self, WaitStatus};
 
 /// How a child ended, as JS will see it.
@@ -69,7 +98,24 @@ enum State {
     Reaped(ExitStatus),
 }
 
+/// What is known of the child's identity (see the module docs).
+enum Ident {
+    Known(Identity),
+    /// Still to be completed from /proc, while the child is unreaped.
+    Seed(IdentitySeed),
+    /// It could not be read before the reap (errno: EMFILE, say).
+    Lost(i32),
+}
+
+struct Inner {
+    state: State,
+    identity: Ident,
+    /// Run once, after the settle (see [`Watched::on_settle`]).
+    on_settle: Vec<Wake>,
+}
+
 pub type OnExit = Box<dyn FnOnce(ExitStatus) + Send>;
+pub type Wake = Box<dyn FnOnce() + Send>;
 
 /// One supervised child, shared by its watcher, its JS handle and any stop.
 pub struct Watched {
@@ -78,8 +124,10 @@ pub struct Watched {
     sweep_group: bool,
     /// Held while signalling and while reaping, so a signal can never be
     /// sent to the pid after it was released to the kernel.
-    state: Mutex<State>,
+    inner: Mutex<Inner>,
     reaped: watch::Sender<Option<ExitStatus>>,
+    /// A native watcher (tokio task or waiter thread) settles this child.
+    native: AtomicBool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,6 +157,13 @@ pub fn forced_tokio() -> bool {
     forced() == Some("tokio")
 }
 
+fn errno_of(err: &InfoError) -> i32 {
+    match err {
+        InfoError::Hidden => libc::EACCES,
+        InfoError::Io(e) => e.raw_os_error().unwrap_or(libc::EIO),
+    }
+}
+
 impl Watched {
     pub fn pid(&self) -> Pid {
         self.pid
@@ -118,12 +173,12 @@ impl Watched {
         self.pgid
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn exit_status(&self) -> Option<ExitStatus> {
-        match *self.lock() {
+        match self.lock().state {
             State::Running => None,
             State::Reaped(s) => Some(s),
         }
@@ -133,11 +188,39 @@ impl Watched {
         self.reaped.subscribe()
     }
 
+    /// The child's identity: its own, whenever it is read. Errors only when
+    /// /proc could not be read while the child was unreaped (EMFILE, or
+    /// hidepid for a child running as another user); while it is unreaped, a
+    /// later call tries again.
+    pub fn identity(&self) -> Result<Identity, InfoError> {
+        let mut inner = self.lock();
+        match &inner.identity {
+            Ident::Known(id) => Ok(id.clone()),
+            Ident::Lost(errno) => Err(match *errno {
+                libc::EACCES => InfoError::Hidden,
+                e => InfoError::Io(std::io::Error::from_raw_os_error(e)),
+            }),
+            Ident::Seed(seed) => {
+                if inner.state != State::Running {
+                    // settle completes or loses the seed before it reaps.
+                    return Err(InfoError::Io(std::io::Error::from_raw_os_error(
+                        libc::ECHILD,
+                    )));
+                }
+                // Unreaped, and reaping needs this lock: the pid is the
+                // child's for as long as we read.
+                let id = proc_info::child_identity(self.pid, seed, None)?;
+                inner.identity = Ident::Known(id.clone());
+                Ok(id)
+            }
+        }
+    }
+
     /// Exited, reaped or not. For an unreaped child a WNOHANG|WNOWAIT peek
     /// tells; it leaves the zombie in place for the watcher.
     pub fn has_exited(&self) -> bool {
-        let state = self.lock();
-        match *state {
+        let inner = self.lock();
+        match inner.state {
             State::Reaped(_) => true,
             State::Running => !matches!(
                 sys::waitid_pid(self.pid, libc::WEXITED | libc::WNOWAIT | libc::WNOHANG),
@@ -160,8 +243,8 @@ impl Watched {
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(false),
             Err(e) => Err(e),
         };
-        let state = self.lock();
-        if *state != State::Running {
+        let inner = self.lock();
+        if inner.state != State::Running {
             return Ok(false);
         }
         // The pid is still ours (unreaped, and reaping needs this lock), so
@@ -191,15 +274,24 @@ impl Watched {
     }
 
     /// The exit was seen (`seen` is the WNOWAIT status, or None when the
-    /// child was reaped behind our back): sweep, reap, publish.
-    fn settle(&self, seen: Option<WaitStatus>) -> ExitStatus {
-        let status = {
-            let mut state = self.lock();
-            if let State::Reaped(status) = *state {
+    /// child was reaped behind our back): complete the identity, sweep,
+    /// reap, publish. `pidfd`: the caller's pidfd of the child, if any; the
+    /// reap goes through it.
+    fn settle(&self, seen: Option<WaitStatus>, pidfd: Option<BorrowedFd<'_>>) -> ExitStatus {
+        let (status, wakes) = {
+            let mut inner = self.lock();
+            if let State::Reaped(status) = inner.state {
                 return status;
             }
             let status = match seen {
                 Some(seen) => {
+                    if let Ident::Seed(seed) = &inner.identity {
+                        // Last chance: after the reap the pid is not ours.
+                        inner.identity = match proc_info::child_identity(self.pid, seed, pidfd) {
+                            Ok(id) => Ident::Known(id),
+                            Err(e) => Ident::Lost(errno_of(&e)),
+                        };
+                    }
                     if self.sweep_group {
                         if let Some(pgid) = self.pgid {
                             // The leader is a zombie we have not reaped: the
@@ -207,47 +299,101 @@ impl Watched {
                             let _ = sys::killpg(pgid, Signal::KILL);
                         }
                     }
-                    match sys::waitid_pid(self.pid, libc::WEXITED) {
+                    // WNOHANG: the zombie was seen, so this reaps at once;
+                    // were it taken meanwhile by someone else, it must not
+                    // block on whoever got the pid next.
+                    match sys::waitid_child(self.pid, pidfd, libc::WEXITED | libc::WNOHANG) {
                         Ok(WaitStatus::StillAlive) | Err(_) => ExitStatus::from(seen),
                         Ok(w) => ExitStatus::from(w),
                     }
                 }
                 // Reaped by someone else: the pid may already be recycled,
                 // so the group is not ours to sweep any more.
-                None => ExitStatus::Unknown,
+                None => {
+                    if let Ident::Seed(_) = inner.identity {
+                        inner.identity = Ident::Lost(libc::ECHILD);
+                    }
+                    ExitStatus::Unknown
+                }
             };
-            *state = State::Reaped(status);
-            status
+            inner.state = State::Reaped(status);
+            (status, std::mem::take(&mut inner.on_settle))
         };
+        // Its cached fds (liveness, info) name a process that is gone.
+        proc_info::forget(self.pid);
         self.reaped.send_replace(Some(status));
+        for wake in wakes {
+            wake();
+        }
         status
     }
 
-    fn finish(&self, seen: Option<WaitStatus>, on_exit: OnExit) {
-        on_exit(self.settle(seen));
+    fn finish(&self, seen: Option<WaitStatus>, pidfd: Option<BorrowedFd<'_>>, on_exit: OnExit) {
+        on_exit(self.settle(seen, pidfd));
     }
 
     /// For a driver that watches the pidfd itself (the JS thread's event
     /// loop, see `js_loop`): call when the pidfd turns readable. `Some` once
-    /// the child has been swept and reaped; `None` if it has not exited.
-    pub fn try_settle(&self) -> Option<ExitStatus> {
-        match sys::waitid_pid(self.pid, libc::WEXITED | libc::WNOWAIT | libc::WNOHANG) {
-            Ok(WaitStatus::StillAlive) => None,
-            Ok(w) => Some(self.settle(Some(w))),
-            Err(_) => Some(self.settle(None)),
+    /// the child has been swept and reaped (here or by another driver);
+    /// `None` if no exit can be seen: it has not exited, or a tracer holds
+    /// the zombie.
+    pub fn try_settle(&self, pidfd: Option<BorrowedFd<'_>>) -> Option<ExitStatus> {
+        if let Some(status) = self.exit_status() {
+            return Some(status);
         }
+        let peek = libc::WEXITED | libc::WNOWAIT | libc::WNOHANG;
+        match sys::waitid_child(self.pid, pidfd, peek) {
+            Ok(WaitStatus::StillAlive) => None,
+            Ok(w) => Some(self.settle(Some(w), pidfd)),
+            Err(_) => Some(self.settle(None, pidfd)),
+        }
+    }
+
+    /// Runs `wake` once this child is settled (on the settling thread, after
+    /// the status is published). `Err(wake)`: it already is; nothing kept.
+    pub fn on_settle(&self, wake: Wake) -> Result<(), Wake> {
+        let mut inner = self.lock();
+        if inner.state != State::Running {
+            return Err(wake);
+        }
+        inner.on_settle.push(wake);
+        Ok(())
+    }
+
+    /// Whether a native watcher (not only the JS loop) settles this child.
+    pub fn has_native_watcher(&self) -> bool {
+        self.native.load(Ordering::Acquire)
     }
 }
 
-/// A new child's shared state, before any back-end watches it.
-pub fn register(pid: Pid, pgid: Option<Pid>, sweep_group: bool) -> Arc<Watched> {
+/// A new child's shared state, before any back-end watches it. `seed`: what
+/// spawn already knows of its identity.
+pub fn register(
+    pid: Pid,
+    pgid: Option<Pid>,
+    sweep_group: bool,
+    seed: IdentitySeed,
+) -> Arc<Watched> {
     let (tx, _) = watch::channel(None);
+    let known = match seed {
+        IdentitySeed {
+            start_time: Some(start_time),
+            inode: Some(inode),
+        } => proc_info::identity_from(start_time, inode).ok(),
+        _ => None,
+    };
+    let identity = known.map_or(Ident::Seed(seed), Ident::Known);
     Arc::new(Watched {
         pid,
         pgid,
         sweep_group,
-        state: Mutex::new(State::Running),
+        inner: Mutex::new(Inner {
+            state: State::Running,
+            identity,
+            on_settle: Vec::new(),
+        }),
         reaped: tx,
+        native: AtomicBool::new(false),
     })
 }
 
@@ -260,9 +406,13 @@ pub fn watch_beside_loop(
     defer: std::time::Duration,
 ) -> std::io::Result<()> {
     match pidfd {
-        Some(fd) => linux::start(watched.clone(), fd, Box::new(|_| {}), Some(defer)),
-        None => fallback::start(watched.clone(), Box::new(|_| {})),
-    }
+        Some(fd) if crate::runtime::handle().is_ok() => {
+            linux::start(watched.clone(), fd, Box::new(|_| {}), Some(defer))
+        }
+        _ => fallback::start(watched.clone(), Box::new(|_| {})),
+    }?;
+    watched.native.store(true, Ordering::Release);
+    Ok(())
 }
 
 /// Starts watching a freshly spawned child on a back-end of this module.
@@ -272,14 +422,101 @@ pub fn watch(
     pidfd: Option<OwnedFd>,
     on_exit: OnExit,
 ) -> std::io::Result<Backend> {
-    match pidfd {
-        Some(fd) if !forced_fallback() => {
+    // Without the runtime (it could not start: EMFILE, say) the pidfd is
+    // dropped and a waiter thread serves.
+    let backend = match pidfd {
+        Some(fd) if !forced_fallback() && crate::runtime::handle().is_ok() => {
             linux::start(watched.clone(), fd, on_exit, None)?;
-            Ok(Backend::PidfdTokio)
+            Backend::PidfdTokio
         }
         _ => {
             fallback::start(watched.clone(), on_exit)?;
-            Ok(Backend::Fallback)
+            Backend::Fallback
         }
+    };
+    watched.native.store(true, Ordering::Release);
+    Ok(backend)
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+    use std::process::Command;
+    use std::sync::atomic::AtomicUsize;
+
+    /// Reaped through `Watched` (the point of these tests), not std's Child.
+    #[allow(clippy::zombie_processes)]
+    fn spawn(program: &str, args: &[&str]) -> Pid {
+        let child = Command::new(program).args(args).spawn().expect("spawn");
+        Pid::from_raw(child.id() as i32).expect("pid")
+    }
+
+    fn wait_exited(pidfd: &OwnedFd) {
+        while !sys::is_readable_now(pidfd.as_fd()).expect("poll") {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn settles_once_keeps_the_identity_and_wakes_each_waiter_once() {
+        let pid = spawn("sleep", &["30"]);
+        let pidfd = sys::pidfd_open(pid).expect("pidfd");
+        let w = register(pid, None, false, IdentitySeed::default());
+        let identity = w.identity().expect("identity");
+        let woken = Arc::new(AtomicUsize::new(0));
+        let count = woken.clone();
+        let wake: Wake = Box::new(move || {
+            count.fetch_add(1, Ordering::SeqCst);
+        });
+        assert!(w.on_settle(wake).is_ok());
+        assert_eq!(w.try_settle(Some(pidfd.as_fd())), None);
+        sys::kill(pid, Signal::KILL).expect("kill");
+        wait_exited(&pidfd);
+        let killed = Some(ExitStatus::Signal(libc::SIGKILL));
+        assert_eq!(w.try_settle(Some(pidfd.as_fd())), killed);
+        // Reaped: the pid is no child of ours any more.
+        let gone = sys::waitid_pid(pid, libc::WEXITED | libc::WNOHANG);
+        assert_eq!(gone.map_err(|e| e.raw_os_error()), Err(Some(libc::ECHILD)));
+        assert_eq!(woken.load(Ordering::SeqCst), 1);
+        // Another driver finds it settled, and a late waiter is refused.
+        assert_eq!(w.try_settle(Some(pidfd.as_fd())), killed);
+        assert_eq!(w.try_settle(None), killed);
+        assert!(w.on_settle(Box::new(|| {})).is_err());
+        assert_eq!(woken.load(Ordering::SeqCst), 1);
+        assert_eq!(w.identity().expect("identity after the reap"), identity);
+    }
+
+    #[test]
+    fn an_unread_identity_is_read_from_the_zombie_before_the_reap() {
+        let before = sys::boottime_ns();
+        let pid = spawn("true", &[]);
+        let tick = proc_info::start_tick_between(before, sys::boottime_ns());
+        let pidfd = sys::pidfd_open(pid).expect("pidfd");
+        let w = register(pid, None, false, IdentitySeed::default());
+        wait_exited(&pidfd);
+        assert_eq!(w.try_settle(Some(pidfd.as_fd())), Some(ExitStatus::Code(0)));
+        let id = w.identity().expect("identity after the reap");
+        if let Some(tick) = tick {
+            assert_eq!(id.start_time, tick);
+        }
+        assert_eq!(id.inode, proc_info::pidfd_inode(pidfd.as_fd()));
+    }
+
+    #[test]
+    fn a_child_reaped_behind_its_back_settles_as_unknown() {
+        let pid = spawn("true", &[]);
+        let pidfd = sys::pidfd_open(pid).expect("pidfd");
+        let w = register(pid, None, false, IdentitySeed::default());
+        wait_exited(&pidfd);
+        sys::waitid_pid(pid, libc::WEXITED).expect("reap");
+        // The pidfd wait names the reaped process: ECHILD, whoever has the
+        // pid now.
+        assert_eq!(w.try_settle(Some(pidfd.as_fd())), Some(ExitStatus::Unknown));
+        let lost = w.identity().map_err(|e| match e {
+            InfoError::Io(e) => e.raw_os_error(),
+            InfoError::Hidden => None,
+        });
+        assert_eq!(lost, Err(Some(libc::ECHILD)));
     }
 }

@@ -3,10 +3,22 @@
 //!
 //! Liveness asks a pidfd (see [`is_running`]) and keeps it in a small cache,
 //! so a supervisor or a lock polling the same pid pays one `poll`. Info and
-//! identity read `/proc/<pid>/stat`, whose fd is cached the same way: such an
-//! fd stays bound to the process it was opened for, and once that process is
-//! gone reading it fails with ESRCH even if the pid has been reused, so a
-//! stale fd can never show a newcomer's state.
+//! identity read `/proc/<pid>/stat`, whose fd is kept in the same cache slot,
+//! beside the pidfd of the same process: such an fd stays bound to the
+//! process it was opened for, and once that process is gone reading it fails
+//! with ESRCH even if the pid has been reused, so a stale fd can never show a
+//! newcomer's state.
+//!
+//! The cache does not keep the fds of a process that is gone: a slot whose
+//! pidfd reports an exit is dropped when it is next looked at, a miss first
+//! drops all such slots (one `poll` over the cached pidfds, at most every
+//! 100 ms), and the exit watch drops the slot of a child it reaps
+//! ([`forget`]) at once. Without a
+//! pidfd (kernel < 5.3, EMFILE, a thread id) nothing is cached.
+//!
+//! Thread ids share the pid space, and `/proc/<tid>` answers for a thread
+//! that is not its process's leader, but such a number names no process:
+//! liveness says false and info says none (see [`thread_of`]).
 //!
 //! `hidepid`: when `/proc` is mounted with `hidepid=1|2` and the process
 //! belongs to another user, its `/proc/<pid>` is invisible. Liveness then
@@ -18,70 +30,66 @@
 
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::{AsFd, OwnedFd};
-use std::sync::{Mutex, OnceLock};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use super::stat::{self, Stat};
-use super::{Identity, InfoError, ProcState, ProcessInfo};
+use super::{Identity, IdentitySeed, InfoError, ProcState, ProcessInfo, ThreadOf};
 use crate::pid::Pid;
 use crate::sys;
 
 /// Enough for any stat line (about 300 bytes; the name is at most 15 bytes).
 const STAT_BUF: usize = 1024;
-/// Slots in each cache (pidfds for liveness, evicting the least recently
-/// used; stat fds for info, evicting the oldest). Bounded so the addon never
-/// holds more than this many fds of each kind; Node raises its own fd limit
-/// to the hard limit at start-up.
+/// Slots in the cache (least recently used out first). Bounded so the addon
+/// never holds more than this many pidfds and stat fds; Node raises its own
+/// fd limit to the hard limit at start-up.
 const CACHE_SLOTS: usize = 64;
 
-static STAT_CACHE: Mutex<Vec<(i32, OwnedFd)>> = Mutex::new(Vec::new());
-
-fn boot_id() -> &'static str {
+/// This boot's id, read once. A failure to read it for want of an fd
+/// (EMFILE) is not remembered: it would stamp every later identity with a
+/// placeholder.
+fn boot_id() -> io::Result<&'static str> {
     static BOOT: OnceLock<String> = OnceLock::new();
-    BOOT.get_or_init(|| {
-        std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-            .map(|s| s.trim().replace('-', ""))
-            .unwrap_or_else(|_| "noboot".to_owned())
-    })
+    if let Some(boot) = BOOT.get() {
+        return Ok(boot);
+    }
+    let boot = match std::fs::read_to_string("/proc/sys/kernel/random/boot_id") {
+        Ok(s) => s.trim().replace('-', ""),
+        // No such file (an odd /proc): a fixed stand-in, for good.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => "noboot".to_owned(),
+        Err(e) => return Err(e),
+    };
+    Ok(BOOT.get_or_init(|| boot))
 }
 
 fn is_gone(err: &io::Error) -> bool {
     matches!(err.raw_os_error(), Some(libc::ENOENT) | Some(libc::ESRCH))
 }
 
-/// Reads the stat line of `pid` through the cache, or opens it afresh.
+/// Reads the stat line of `pid` through a fresh fd, closed again at once.
 /// `Ok(None)`: no such entry in /proc (no process, or hidden).
-fn read_stat(pid: Pid, buf: &mut [u8; STAT_BUF]) -> io::Result<Option<usize>> {
-    {
-        let mut cache = STAT_CACHE.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(idx) = cache.iter().position(|(p, _)| *p == pid.as_raw()) {
-            match sys::pread0(cache[idx].1.as_fd(), buf) {
-                Ok(n) if n > 0 => return Ok(Some(n)),
-                // ESRCH (or anything odd): that process is gone; the pid may
-                // now be someone else's, so drop the fd and look afresh.
-                _ => {
-                    cache.swap_remove(idx);
-                }
-            }
-        }
-    }
+fn read_stat(pid: Pid, buf: &mut [u8; STAT_BUF]) -> io::Result<Option<(usize, File)>> {
     let mut file = match File::open(format!("/proc/{}/stat", pid.as_raw())) {
         Ok(f) => f,
         Err(e) if is_gone(&e) => return Ok(None),
         Err(e) => return Err(e),
     };
-    let n = match file.read(buf) {
-        Ok(n) => n,
-        Err(e) if is_gone(&e) => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let mut cache = STAT_CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    if cache.len() >= CACHE_SLOTS {
-        // Oldest first out; entries for dead processes age out this way.
-        cache.remove(0);
+    match file.read(buf) {
+        Ok(n) => Ok(Some((n, file))),
+        Err(e) if is_gone(&e) => Ok(None),
+        Err(e) => Err(e),
     }
-    cache.push((pid.as_raw(), OwnedFd::from(file)));
-    Ok(Some(n))
+}
+
+/// Is `pid` a process (a thread-group leader), as opposed to a thread id?
+/// Only asked where no pidfd could be opened: a pidfd exists only for a
+/// process, so one that opened settles it.
+fn is_process(pid: Pid) -> bool {
+    match sys::thread_probe(pid, pid) {
+        Ok(()) => true,
+        Err(e) => e.raw_os_error() == Some(libc::EPERM),
+    }
 }
 
 /// Liveness for a pid that /proc does not show: absent, or hidden by hidepid.
@@ -89,7 +97,9 @@ fn is_running_unlisted(pid: Pid) -> io::Result<bool> {
     match sys::pidfd_open(pid) {
         Ok(fd) => Ok(!sys::is_readable_now(fd.as_fd())?),
         Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(false),
-        Err(_) => match sys::probe(pid) {
+        // tgkill(pid, pid, 0) rather than kill(pid, 0): the same existence
+        // and permission check, but false for a thread id.
+        Err(_) => match sys::thread_probe(pid, pid) {
             Ok(()) => Ok(true),
             Err(e) if e.raw_os_error() == Some(libc::EPERM) => Ok(true),
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(false),
@@ -98,19 +108,45 @@ fn is_running_unlisted(pid: Pid) -> io::Result<bool> {
     }
 }
 
-/// Cached pidfds for liveness. A pidfd refers to one process for its whole
-/// life: while `poll` says it has not exited, that process is alive and
-/// still holds the pid, so a repeated check is one `poll` (no /proc read).
-/// Once it reports an exit, the pid may be someone else's: the slot is
-/// dropped and the pid looked up afresh.
-struct PidfdSlot {
+/// A cached process. The pidfd refers to one process for its whole life:
+/// while `poll` says it has not exited, that process is alive and still
+/// holds the pid, so a repeated check is one `poll` (no /proc read). Once it
+/// reports an exit, the pid may be someone else's: the slot is dropped and
+/// the pid looked up afresh.
+struct Slot {
     pid: i32,
-    fd: OwnedFd,
+    pidfd: OwnedFd,
     /// pidfs inode (see [`Identity`]), read on the first identity check.
     inode: Option<Option<u64>>,
+    /// `/proc/<pid>/stat` of the same process, opened on the first info read
+    /// while the pidfd said "alive" before and after.
+    stat: Option<OwnedFd>,
 }
 
-static PIDFD_CACHE: Mutex<Vec<PidfdSlot>> = Mutex::new(Vec::new());
+static CACHE: Mutex<Vec<Slot>> = Mutex::new(Vec::new());
+
+/// When the cache was last swept of exited processes (CLOCK_BOOTTIME ns).
+static SWEPT_AT: AtomicU64 = AtomicU64::new(0);
+const SWEEP_EVERY_NS: u64 = 100_000_000;
+
+fn cache() -> MutexGuard<'static, Vec<Slot>> {
+    CACHE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Drops the cached fds of `pid`: its process (our child) has just been
+/// reaped, and nothing should keep an fd of it.
+pub fn forget(pid: Pid) {
+    // Usually one slot; two only if two threads cached the pid at once.
+    let mut gone = Vec::new();
+    {
+        let mut cache = cache();
+        while let Some(idx) = cache.iter().position(|s| s.pid == pid.as_raw()) {
+            gone.push(cache.remove(idx));
+        }
+    }
+    // Closed outside the lock.
+    drop(gone);
+}
 
 enum PidfdCheck {
     /// Alive, with its pidfs inode when the kernel has pidfs.
@@ -123,27 +159,29 @@ enum PidfdCheck {
 
 /// `want_inode`: also report the pidfs inode (an fstat, done once per slot).
 fn pidfd_check(pid: Pid, want_inode: bool) -> PidfdCheck {
-    {
-        let mut cache = PIDFD_CACHE.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(idx) = cache.iter().position(|s| s.pid == pid.as_raw()) {
-            match sys::is_readable_now(cache[idx].fd.as_fd()) {
+    let stale = {
+        let mut cache = cache();
+        match cache.iter().position(|s| s.pid == pid.as_raw()) {
+            Some(idx) => match sys::is_readable_now(cache[idx].pidfd.as_fd()) {
                 Ok(false) => {
                     // Least recently used first: a hit moves to the back.
                     let mut slot = cache.remove(idx);
                     let inode = if want_inode {
-                        *slot.inode.get_or_insert_with(|| pidfs_inode(&slot.fd))
+                        *slot
+                            .inode
+                            .get_or_insert_with(|| pidfd_inode(slot.pidfd.as_fd()))
                     } else {
                         None
                     };
                     cache.push(slot);
                     return PidfdCheck::Alive(inode);
                 }
-                _ => {
-                    cache.remove(idx);
-                }
-            }
+                _ => Some(cache.remove(idx)),
+            },
+            None => None,
         }
-    }
+    };
+    drop(stale);
     let fd = match sys::pidfd_open(pid) {
         Ok(fd) => fd,
         Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return PidfdCheck::NotRunning,
@@ -154,20 +192,54 @@ fn pidfd_check(pid: Pid, want_inode: bool) -> PidfdCheck {
         Ok(true) => return PidfdCheck::NotRunning,
         Err(_) => return PidfdCheck::Unavailable,
     }
-    let inode = want_inode.then(|| pidfs_inode(&fd));
-    let evicted = {
-        let mut cache = PIDFD_CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let inode = want_inode.then(|| pidfd_inode(fd.as_fd()));
+    let (dead, evicted) = {
+        let mut cache = cache();
+        // A miss is when the cache grows: first let go of every process
+        // that has exited since it was cached (at most every SWEEP_EVERY:
+        // a poll over all slots would double the cost of a miss).
+        let now = sys::boottime_ns();
+        let due = now.saturating_sub(SWEPT_AT.load(Ordering::Relaxed)) >= SWEEP_EVERY_NS;
+        let dead = if due {
+            SWEPT_AT.store(now, Ordering::Relaxed);
+            sweep(&mut cache)
+        } else {
+            Vec::new()
+        };
         let evicted = (cache.len() >= CACHE_SLOTS).then(|| cache.remove(0));
-        cache.push(PidfdSlot {
+        cache.push(Slot {
             pid: pid.as_raw(),
-            fd,
+            pidfd: fd,
             inode,
+            stat: None,
         });
-        evicted
+        (dead, evicted)
     };
     // Closed outside the lock.
-    drop(evicted);
+    drop((dead, evicted));
     PidfdCheck::Alive(inode.flatten())
+}
+
+/// Removes the slots whose process has exited; returns them to be dropped
+/// outside the lock. One `poll` over all cached pidfds.
+fn sweep(cache: &mut Vec<Slot>) -> Vec<Slot> {
+    if cache.is_empty() {
+        return Vec::new();
+    }
+    let dead = {
+        let fds: Vec<BorrowedFd<'_>> = cache.iter().map(|s| s.pidfd.as_fd()).collect();
+        match sys::readable_now_each(&fds) {
+            Ok(dead) => dead,
+            Err(_) => return Vec::new(),
+        }
+    };
+    let mut out = Vec::new();
+    for idx in (0..cache.len()).rev() {
+        if dead[idx] {
+            out.push(cache.remove(idx));
+        }
+    }
+    out
 }
 
 /// Exists and has not exited. Through a pidfd where possible: it is exact
@@ -185,9 +257,10 @@ pub fn is_running(pid: Pid) -> io::Result<bool> {
 fn is_running_by_stat(pid: Pid) -> io::Result<bool> {
     let mut buf = [0u8; STAT_BUF];
     match read_stat(pid, &mut buf)? {
-        Some(n) => Ok(stat::parse_state(&buf[..n])
+        Some((n, _)) => Ok(stat::parse_state(&buf[..n])
             .map(ProcState::is_running)
-            .unwrap_or(false)),
+            .unwrap_or(false)
+            && is_process(pid)),
         None => is_running_unlisted(pid),
     }
 }
@@ -227,19 +300,52 @@ fn stat_and_identity_cached(pid: Pid) -> Result<Option<(Stat, Identity)>, InfoEr
         return Ok(None);
     };
     let mut buf = [0u8; STAT_BUF];
-    let Some(n) = read_stat(pid, &mut buf).map_err(InfoError::Io)? else {
+    let Some(n) = read_stat_cached(pid, &mut buf).map_err(InfoError::Io)? else {
         return Ok(None);
     };
     let st = parse_stat(&buf[..n]).map_err(InfoError::Io)?;
     if !st.state.is_running() || !matches!(pidfd_check(pid, false), PidfdCheck::Alive(_)) {
         return Ok(None);
     }
-    let identity = Identity {
-        boot: boot_id().to_owned(),
-        start_time: st.start_time,
-        inode: Some(inode),
-    };
+    let identity = identity_from(st.start_time, Some(inode)).map_err(InfoError::Io)?;
     Ok(Some((st, identity)))
+}
+
+/// Reads the stat line through the stat fd of `pid`'s cache slot, opening
+/// and keeping one there if it has none. A stat fd kept for a process that
+/// has since gone (the slot was replaced in between) reads ESRCH, never a
+/// newcomer's line; it is dropped and the line read afresh.
+fn read_stat_cached(pid: Pid, buf: &mut [u8; STAT_BUF]) -> io::Result<Option<usize>> {
+    let stale = {
+        let mut cache = cache();
+        let slot = cache.iter_mut().find(|s| s.pid == pid.as_raw());
+        match slot.and_then(|s| s.stat.take().map(|fd| (s, fd))) {
+            Some((slot, fd)) => match sys::pread0(fd.as_fd(), buf) {
+                Ok(n) if n > 0 => {
+                    slot.stat = Some(fd);
+                    return Ok(Some(n));
+                }
+                _ => Some(fd),
+            },
+            None => None,
+        }
+    };
+    drop(stale);
+    let Some((n, file)) = read_stat(pid, buf)? else {
+        return Ok(None);
+    };
+    let spare = {
+        let mut cache = cache();
+        match cache.iter_mut().find(|s| s.pid == pid.as_raw()) {
+            Some(slot) if slot.stat.is_none() => {
+                slot.stat = Some(OwnedFd::from(file));
+                None
+            }
+            _ => Some(file),
+        }
+    };
+    drop(spare);
+    Ok(Some(n))
 }
 
 enum StatRead {
@@ -252,7 +358,7 @@ enum StatRead {
 fn stat_for(pid: Pid, pidfd: Option<&OwnedFd>) -> Result<StatRead, InfoError> {
     let mut buf = [0u8; STAT_BUF];
     let n = match read_stat(pid, &mut buf).map_err(InfoError::Io)? {
-        Some(n) => n,
+        Some((n, _)) => n,
         None => {
             return if is_running_unlisted(pid).map_err(InfoError::Io)? {
                 Err(InfoError::Hidden)
@@ -261,6 +367,11 @@ fn stat_for(pid: Pid, pidfd: Option<&OwnedFd>) -> Result<StatRead, InfoError> {
             };
         }
     };
+    // An open pidfd proves a process; without one, the pid may be a thread
+    // id, whose /proc entry describes a thread, not a process.
+    if pidfd.is_none() && !is_process(pid) {
+        return Ok(StatRead::Gone);
+    }
     let st = parse_stat(&buf[..n]).map_err(InfoError::Io)?;
     let inode = match pidfd {
         Some(fd) => {
@@ -268,15 +379,11 @@ fn stat_for(pid: Pid, pidfd: Option<&OwnedFd>) -> Result<StatRead, InfoError> {
             if exited && st.state.is_running() {
                 return Ok(StatRead::Reused);
             }
-            pidfs_inode(fd)
+            pidfd_inode(fd.as_fd())
         }
         None => None,
     };
-    let identity = Identity {
-        boot: boot_id().to_owned(),
-        start_time: st.start_time,
-        inode,
-    };
+    let identity = identity_from(st.start_time, inode).map_err(InfoError::Io)?;
     Ok(StatRead::Consistent(st, identity))
 }
 
@@ -301,24 +408,118 @@ pub fn stat_and_identity_of_pidfd(
     }
 }
 
-/// The pidfd's inode, only where it identifies the process: on pidfs. Before
-/// 6.9 every pidfd is an anon inode and they all share one number.
-fn pidfs_inode(fd: &OwnedFd) -> Option<u64> {
+/// The pidfd's inode, only where it identifies the process: on pidfs (6.9+).
+/// Before that every pidfd is an anon inode and they all share one number.
+pub fn pidfd_inode(fd: impl AsFd) -> Option<u64> {
+    let fd = fd.as_fd();
+    // Asked of the fd itself (fstatfs), so the answer needs no spare fd; kept
+    // once known (the kernel does not change under us).
     static PIDFS: OnceLock<bool> = OnceLock::new();
-    let ino = sys::inode_of(fd.as_fd()).ok()?;
-    let has_pidfs = *PIDFS.get_or_init(|| {
-        // Two pidfds for two different processes (ourselves and our parent)
-        // share an inode number only on anon-inode kernels.
-        let other = sys::pidfd_open(Pid::current())
-            .ok()
-            .and_then(|a| sys::inode_of(a.as_fd()).ok());
-        let parent = Pid::from_raw(std::os::unix::process::parent_id() as i32)
-            .ok()
-            .and_then(|p| sys::pidfd_open(p).ok())
-            .and_then(|b| sys::inode_of(b.as_fd()).ok());
-        matches!((other, parent), (Some(a), Some(b)) if a != b)
-    });
-    has_pidfs.then_some(ino)
+    let has_pidfs = match PIDFS.get() {
+        Some(&known) => known,
+        None => {
+            let found = sys::is_on_pidfs(fd).ok()?;
+            *PIDFS.get_or_init(|| found)
+        }
+    };
+    if !has_pidfs {
+        return None;
+    }
+    sys::inode_of(fd).ok()
+}
+
+/// The clock tick `/proc/<pid>/stat` shows as the start time of a process
+/// created between two `CLOCK_BOOTTIME` readings, when both fall in the same
+/// tick; `None` when they straddle a tick boundary. The kernel stamps a new
+/// process (`start_boottime`, in copy_process) from the same clock, inside
+/// the clone call, and shows it divided down to USER_HZ ticks, so readings
+/// taken before and after the spawn pin the tick without reading /proc.
+pub fn start_tick_between(before_ns: u64, after_ns: u64) -> Option<u64> {
+    static NS_PER_TICK: OnceLock<Option<u64>> = OnceLock::new();
+    let per_tick = (*NS_PER_TICK.get_or_init(|| ns_per_tick(sys::clock_ticks_per_sec())))?;
+    tick_between(before_ns, after_ns, per_tick)
+}
+
+/// Nanoseconds per USER_HZ tick, where the kernel converts by plain
+/// division (it does whenever USER_HZ divides 10^9, as 100 does).
+fn ns_per_tick(hz: u64) -> Option<u64> {
+    (hz > 0 && 1_000_000_000 % hz == 0).then(|| 1_000_000_000 / hz)
+}
+
+fn tick_between(before_ns: u64, after_ns: u64, per_tick: u64) -> Option<u64> {
+    let (a, b) = (before_ns / per_tick, after_ns / per_tick);
+    (a == b && before_ns <= after_ns).then_some(a)
+}
+
+/// The identity of our own child, completing what `seed` lacks. The caller
+/// holds the child unreaped (a zombie counts), so the pid is still that
+/// child's: no reuse check is needed, and a child that has already exited
+/// gets its own identity too. `pidfd`: a pidfd of the child, if one is at
+/// hand (for the pidfs inode); otherwise one is opened for a moment.
+pub fn child_identity(
+    pid: Pid,
+    seed: &IdentitySeed,
+    pidfd: Option<BorrowedFd<'_>>,
+) -> Result<Identity, InfoError> {
+    let start_time = match seed.start_time {
+        Some(t) => t,
+        None => {
+            let mut buf = [0u8; STAT_BUF];
+            match read_stat(pid, &mut buf).map_err(InfoError::Io)? {
+                Some((n, _)) => parse_stat(&buf[..n]).map_err(InfoError::Io)?.start_time,
+                // Our own unreaped child is absent only if /proc hides it
+                // (hidepid, a child running as another user).
+                None => return Err(InfoError::Hidden),
+            }
+        }
+    };
+    let inode = match (seed.inode, pidfd) {
+        (Some(inode), _) => inode,
+        (None, Some(fd)) => pidfd_inode(fd),
+        (None, None) => match sys::pidfd_open(pid) {
+            Ok(fd) => pidfd_inode(fd.as_fd()),
+            // No pidfds on this kernel, so no pidfs either.
+            Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => None,
+            Err(e) => return Err(InfoError::Io(e)),
+        },
+    };
+    identity_from(start_time, inode).map_err(InfoError::Io)
+}
+
+/// Reads what identities need once per process (the boot id) ahead of
+/// time, so that a later identity needs no spare fd for it. Best effort:
+/// without an fd now, it is read on first use instead.
+pub fn prepare_identity() {
+    let _ = boot_id();
+}
+
+/// The identity of this boot's process that started at `start_time` (clock
+/// ticks) with pidfs inode `inode`.
+pub fn identity_from(start_time: u64, inode: Option<u64>) -> io::Result<Identity> {
+    Ok(Identity {
+        boot: boot_id()?.to_owned(),
+        start_time,
+        inode,
+    })
+}
+
+/// Whether `pid` is a thread id rather than a process id. One `tgkill(…,
+/// 0)` each: nothing is sent.
+pub fn thread_of(pid: Pid) -> ThreadOf {
+    if sys::thread_probe(Pid::current(), pid).is_ok() {
+        return ThreadOf::Us;
+    }
+    // A task with this id exists (kill(pid, 0) succeeds for any thread id)
+    // but leads no thread group.
+    let exists = match sys::probe(pid) {
+        Ok(()) => true,
+        Err(e) => e.raw_os_error() == Some(libc::EPERM),
+    };
+    if exists && !is_process(pid) {
+        ThreadOf::Other
+    } else {
+        ThreadOf::NotAThread
+    }
 }
 
 pub fn process_info(pid: Pid) -> Result<Option<ProcessInfo>, InfoError> {
@@ -334,8 +535,7 @@ pub fn process_info(pid: Pid) -> Result<Option<ProcessInfo>, InfoError> {
     )
 }
 
-/// Not through the cache: this serves a freshly spawned child, whose pidfd
-/// is not worth a slot.
+/// Not through the cache.
 pub fn identity_of(pid: Pid) -> Result<Option<Identity>, InfoError> {
     Ok(stat_and_identity(pid, false)?.map(|(_, id)| id))
 }
@@ -345,7 +545,7 @@ pub fn is_running_as(pid: Pid, identity: &str) -> Result<bool, InfoError> {
     let Some(wanted) = Identity::decode(identity) else {
         return Ok(false);
     };
-    if wanted.boot != boot_id() {
+    if wanted.boot != boot_id().map_err(InfoError::Io)? {
         return Ok(false);
     }
     // With pidfs, the inode alone names the process for this boot: an alive
@@ -379,6 +579,120 @@ pub fn stat_of(pid: Pid) -> io::Result<Option<Stat>> {
 }
 
 /// The boot id as identities carry it.
-pub fn current_boot() -> &'static str {
+pub fn current_boot() -> io::Result<&'static str> {
     boot_id()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::{Child, Command};
+
+    fn sleeper() -> (Child, Pid) {
+        let child = Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn sleep");
+        let pid = Pid::from_raw(child.id() as i32).expect("pid");
+        (child, pid)
+    }
+
+    fn cached(pid: Pid) -> bool {
+        cache().iter().any(|s| s.pid == pid.as_raw())
+    }
+
+    #[test]
+    fn a_tick_is_pinned_only_when_both_readings_fall_in_it() {
+        let t = 10_000_000;
+        assert_eq!(tick_between(5 * t, 5 * t, t), Some(5));
+        assert_eq!(tick_between(5 * t, 6 * t - 1, t), Some(5));
+        assert_eq!(tick_between(6 * t - 1, 6 * t, t), None);
+        assert_eq!(tick_between(6 * t, 5 * t, t), None);
+        assert_eq!(ns_per_tick(100), Some(10_000_000));
+        assert_eq!(ns_per_tick(1000), Some(1_000_000));
+        // The kernel converts otherwise for these; no guess is made.
+        assert_eq!(ns_per_tick(1024), None);
+        assert_eq!(ns_per_tick(0), None);
+    }
+
+    #[test]
+    fn the_pinned_tick_is_the_start_time_proc_shows() {
+        let mut pinned = 0;
+        for _ in 0..40 {
+            let before = sys::boottime_ns();
+            let (mut child, pid) = sleeper();
+            let tick = start_tick_between(before, sys::boottime_ns());
+            let shown = child_identity(pid, &IdentitySeed::default(), None)
+                .expect("identity")
+                .start_time;
+            if let Some(tick) = tick {
+                assert_eq!(tick, shown);
+                pinned += 1;
+            }
+            child.kill().ok();
+            child.wait().ok();
+        }
+        assert!(pinned > 0, "no spawn fell within one tick");
+    }
+
+    #[test]
+    fn a_child_identity_matches_process_info_and_a_zombie_keeps_it() {
+        let (mut child, pid) = sleeper();
+        let info = process_info(pid).expect("info").expect("present").identity;
+        let seed = IdentitySeed::default();
+        assert_eq!(child_identity(pid, &seed, None).expect("identity"), info);
+        child.kill().ok();
+        // A zombie, not yet reaped: its identity is still its own.
+        let pidfd = sys::pidfd_open(pid).expect("pidfd");
+        while !sys::is_readable_now(pidfd.as_fd()).expect("poll") {}
+        assert_eq!(child_identity(pid, &seed, None).expect("identity"), info);
+        child.wait().ok();
+    }
+
+    #[test]
+    fn thread_ids_are_ours_or_no_process() {
+        assert_eq!(thread_of(Pid::current()), ThreadOf::Us);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            // SAFETY: gettid takes no arguments and cannot fail.
+            tx.send(unsafe { libc::gettid() }).ok();
+            stop_rx.recv().ok();
+        });
+        let tid = Pid::from_raw(rx.recv().expect("tid")).expect("pid");
+        assert_eq!(thread_of(tid), ThreadOf::Us);
+        assert!(!is_running(tid).expect("liveness"));
+        assert!(process_info(tid).expect("info").is_none());
+        assert!(!is_running_by_stat(tid).expect("liveness"));
+        stop_tx.send(()).ok();
+        t.join().ok();
+        let (mut child, pid) = sleeper();
+        assert_eq!(thread_of(pid), ThreadOf::NotAThread);
+        child.kill().ok();
+        child.wait().ok();
+    }
+
+    #[test]
+    fn the_cache_lets_go_of_processes_that_are_gone() {
+        let (mut a, pid_a) = sleeper();
+        let (b, pid_b) = sleeper();
+        assert!(process_info(pid_a).expect("info").is_some());
+        assert!(is_running(pid_b).expect("liveness"));
+        assert!(cached(pid_a) && cached(pid_b));
+        // Reaped behind the cache's back: the next miss sweeps it out
+        // (once a sweep is due).
+        a.kill().ok();
+        a.wait().ok();
+        SWEPT_AT.store(0, Ordering::Relaxed);
+        let (c, pid_c) = sleeper();
+        assert!(is_running(pid_c).expect("liveness"));
+        assert!(!cached(pid_a));
+        // A reap that the exit watch reports drops the slot at once.
+        forget(pid_b);
+        assert!(!cached(pid_b));
+        for mut child in [b, c] {
+            child.kill().ok();
+            child.wait().ok();
+        }
+    }
 }

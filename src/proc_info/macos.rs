@@ -144,3 +144,36 @@ pub fn is_running_as(pid: Pid, identity_str: &str) -> Result<bool, InfoError> {
         None => false,
     })
 }
+
+/// The identity of our own unreaped child (see the Linux version). macOS
+/// has no cheap seed: the start time is read from the zombie or the live
+/// child alike, and there are no pidfds.
+pub fn child_identity(
+    pid: Pid,
+    _seed: &super::IdentitySeed,
+    _pidfd: Option<std::os::fd::BorrowedFd<'_>>,
+) -> Result<Identity, InfoError> {
+    identity_of(pid)?.ok_or_else(|| InfoError::Io(io::Error::from_raw_os_error(libc::ESRCH)))
+}
+
+/// Reads the boot time once, ahead of the first identity.
+pub fn prepare_identity() {
+    let _ = boot_id();
+}
+
+/// Nothing is cached on macOS.
+pub fn forget(_pid: Pid) {}
+
+/// Thread ids on macOS are not pids: every pid is a process.
+pub fn thread_of(_pid: Pid) -> super::ThreadOf {
+    super::ThreadOf::NotAThread
+}
+
+/// The identity of this boot's process that started at `start_time`.
+pub fn identity_from(start_time: u64, inode: Option<u64>) -> io::Result<Identity> {
+    Ok(Identity {
+        boot: boot_id().to_owned(),
+        start_time,
+        inode,
+    })
+}

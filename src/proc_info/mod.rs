@@ -10,14 +10,18 @@ pub mod stat;
 mod linux;
 #[cfg(target_os = "linux")]
 pub use linux::{
-    current_boot, identity_of, identity_of_pidfd, is_running, is_running_as, process_info,
-    stat_and_identity_of_pidfd, stat_of,
+    child_identity, current_boot, forget, identity_from, identity_of, identity_of_pidfd,
+    is_running, is_running_as, pidfd_inode, prepare_identity, process_info, start_tick_between,
+    stat_and_identity_of_pidfd, stat_of, thread_of,
 };
 
 #[cfg(target_os = "macos")]
 mod macos;
 #[cfg(target_os = "macos")]
-pub use macos::{identity_of, is_running, is_running_as, process_info};
+pub use macos::{
+    child_identity, forget, identity_from, identity_of, is_running, is_running_as,
+    prepare_identity, process_info, thread_of,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProcState {
@@ -137,6 +141,32 @@ impl Identity {
             _ => true,
         }
     }
+}
+
+/// What is known of a new child's identity without reading `/proc`, taken
+/// at spawn (see `spawn_supervised`): the rest is read while the child is
+/// still unreaped, by [`child_identity`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IdentitySeed {
+    /// Start time in clock ticks, when it could be pinned down from the
+    /// clock readings around the spawn ([`start_tick_between`]).
+    pub start_time: Option<u64>,
+    /// The pidfs inode (`Some(None)`: this kernel has none), when a pidfd
+    /// was at hand.
+    pub inode: Option<Option<u64>>,
+}
+
+/// Whether a pid is a thread id rather than a process id (Linux: thread ids
+/// share the pid space; `kill(tid)` signals the thread's whole process).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThreadOf {
+    /// A thread of this very process (its main thread included: the pid).
+    Us,
+    /// A thread of another process that is not that process's leader: the
+    /// number names no process.
+    Other,
+    /// A process id, or nothing at all.
+    NotAThread,
 }
 
 #[derive(Debug)]

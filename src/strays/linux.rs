@@ -48,7 +48,7 @@ fn tick_ms() -> f64 {
 /// this process's own group or session group: a record naming either is not
 /// a daemon's group of ours (every member is then a suspect).
 pub async fn sweep(rec: &GroupRecord, kill_timeout: Duration) -> io::Result<Swept> {
-    let boot = proc_info::current_boot();
+    let boot = proc_info::current_boot()?;
     let tick = tick_ms();
     let me = Pid::current().as_raw();
     // SAFETY: getpgrp takes no arguments and cannot fail.
