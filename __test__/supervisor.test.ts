@@ -747,6 +747,76 @@ describe.skipIf(!HAS_LOCK)('takeover', () => {
     expect(sup.status().adopted).toBe(false)
   })
 
+  it('nginx: workers orphaned when the master died with its supervisor are swept by the successor', async (ctx) => {
+    const nginx = ['/usr/sbin/nginx', '/usr/bin/nginx'].find((p) => existsSync(p))
+    if (nginx === undefined) ctx.skip('nginx is not installed (Debian: apt-get install nginx-light)')
+    const port = await freePort()
+    const dir = tempDir()
+    const conf = join(dir, 'nginx.conf')
+    const temps = ['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']
+    writeFileSync(
+      conf,
+      `daemon off;
+master_process on;
+worker_processes 2;
+pid ${dir}/nginx.pid;
+error_log ${dir}/error.log;
+events { worker_connections 64; }
+http {
+  access_log off;
+  ${temps.map((t) => `${t}_temp_path ${dir}/${t};`).join('\n  ')}
+  server { listen 127.0.0.1:${port}; location / { return 200 "ok"; } }
+}
+`,
+    )
+    const options = {
+      command: nginx as string,
+      args: ['-p', dir, '-c', conf, '-e', join(dir, 'error.log')],
+      ready: { port },
+      stateFile: join(dir, 'nginx.json'),
+      backoff: { resetAfterMs: 100 },
+    }
+    const p = new SupervisorProcess(options)
+    const master = ((await p.waitFor('started')).status as { pid: number }).pid
+    // nginx clears its workers' environment: they are tracked by pid.
+    const workersOf = (pgid: number) =>
+      readdirSync('/proc')
+        .filter((e) => /^\d+$/.test(e))
+        .map(Number)
+        .filter((pid) => pid !== pgid && getProcessInfo(pid)?.pgid === pgid && aliveInProcTable(pid))
+    await waitFor(() => workersOf(master).length === 2, 5000, 'two nginx workers')
+    const workers = workersOf(master)
+    for (const w of workers) others.track(w)
+    await recordWhen(
+      options.stateFile,
+      (r) => Date.parse(r.child?.aliveAt ?? '') - Date.parse(r.child?.startedAt ?? '') >= 100,
+      'the refreshed record',
+    )
+    p.proc.kill('SIGKILL')
+    await p.exited
+    await waitFor(() => !aliveInProcTable(master), 5000, 'the master to die with its supervisor')
+    for (const w of workers) expect(aliveInProcTable(w)).toBe(true)
+
+    const sup = supervisor(options)
+    const seen = record(sup)
+    await sup.start()
+    expect(seen[0]?.data).toMatchObject({ pid: master, action: 'stopped', result: null, suspects: [] })
+    for (const w of workers) expect(aliveInProcTable(w)).toBe(false)
+    expect(workersOf(sup.child?.pid as number)).toHaveLength(2)
+    const served = await new Promise<number | null>((resolve) => {
+      http
+        .get({ host: '127.0.0.1', port, path: '/', agent: false }, (res) => {
+          res.resume()
+          resolve(res.statusCode ?? null)
+        })
+        .on('error', () => resolve(null))
+    })
+    expect(served).toBe(200)
+    const newWorkers = workersOf(sup.child?.pid as number)
+    await sup.stop()
+    for (const w of newWorkers) expect(aliveInProcTable(w)).toBe(false)
+  })
+
   it('sweeps the workers a dead leader left in its group; a same-named process outside it is untouched', async () => {
     const stateFile = join(tempDir(), 'strays.json')
     const options = {
