@@ -802,7 +802,7 @@ http {
     await sup.start()
     expect(seen[0]?.data).toMatchObject({ pid: master, action: 'stopped', result: null, suspects: [] })
     for (const w of workers) expect(aliveInProcTable(w)).toBe(false)
-    expect(workersOf(sup.child?.pid as number)).toHaveLength(2)
+    await waitFor(() => workersOf(sup.child?.pid as number).length === 2, 5000, 'two new workers')
     const served = await new Promise<number | null>((resolve) => {
       http
         .get({ host: '127.0.0.1', port, path: '/', agent: false }, (res) => {

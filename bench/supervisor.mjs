@@ -57,7 +57,7 @@ function get(port) {
       })
     })
     req.on('error', () => resolve(null))
-    req.setTimeout(1000, () => req.destroy())
+    req.setTimeout(1000, () => req.destroy(new Error('timeout')))
   })
 }
 
@@ -81,6 +81,9 @@ function alive(pid) {
     return false
   }
 }
+
+/** Daemons left as orphans by the successor scenarios: killed at the end whatever happens. */
+const orphans = new Set()
 
 function killQuietly(pid, sig = 'SIGKILL') {
   try {
@@ -326,7 +329,7 @@ async function successorProcward(port) {
     args: [DAEMON, '--port', String(port)],
     ready: { port },
     stateFile,
-    spawn: { parentDeathSignal: false },
+    spawn: { parentDeathSignal: false, stdio: 'ignore' },
   }
   const pred = cpSpawn(NODE, [SUPERVISOR_PROCESS, path.join(here, '..', 'index.js'), JSON.stringify(options)], {
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -335,6 +338,7 @@ async function successorProcward(port) {
   pred.stdout.on('data', (d) => (out += d))
   while (!out.includes('"started"')) await sleep(5)
   const orphan = await get(port)
+  orphans.add(orphan)
   pred.kill('SIGKILL')
   await new Promise((r) => pred.once('exit', r))
   const t0 = now()
@@ -361,6 +365,7 @@ async function successorHandWritten(port) {
     orphan = await get(port)
     await sleep(5)
   }
+  orphans.add(orphan)
   pred.kill('SIGKILL')
   await new Promise((r) => pred.once('exit', r))
   const succ = handWrittenContender(NODE, [DAEMON, '--port', String(port)], env)
@@ -377,6 +382,7 @@ async function successorPm2(port) {
   const c = pm2Contender(NODE, [DAEMON, '--port', String(port)], { ...process.env })
   await c.start()
   const orphan = await servedBy(port, null)
+  orphans.add(orphan)
   const daemonPid = pm2DaemonPid()
   pm2.disconnect()
   killQuietly(daemonPid)
@@ -477,6 +483,7 @@ export async function run() {
     )
   } finally {
     await killPm2Daemon()
+    for (const pid of orphans) if (pid !== null && alive(pid)) killQuietly(pid)
   }
 }
 
