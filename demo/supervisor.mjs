@@ -60,7 +60,9 @@ say(`# part 1: kill -9 of the daemon (port ${port})\n`)
 const { stateFile: _, ...withoutStateFile } = options
 const sup = new Supervisor(withoutStateFile)
 for (const ev of ['spawn', 'ready']) sup.on(ev, (c) => say(`${at()}  ${ev.padEnd(8)} pid ${c.pid}`))
-sup.on('exit', (e) => say(`${at()}  exit     pid ${e.pid} signal ${e.signal} (already reaped: ${!isProcessRunning(e.pid)})`))
+sup.on('exit', (e) =>
+  say(`${at()}  exit     pid ${e.pid} signal ${e.signal} (already reaped: ${!isProcessRunning(e.pid)})`),
+)
 sup.on('restart', (r) => say(`${at()}  restart  attempt ${r.attempt}, delay ${r.delayMs} ms`))
 await sup.start()
 const first = sup.child.pid
@@ -96,7 +98,9 @@ successor.on('takeover', (t) =>
 successor.on('spawn', (c) => say(`${at()}  spawn    pid ${c.pid}`))
 successor.on('ready', (c) => say(`${at()}  ready    pid ${c.pid}`))
 await successor.start()
-say(`${at()}  orphan ${orphan} running: ${isProcessRunning(orphan)}; serving: HTTP ${await served(port)} from pid ${successor.child.pid}`)
+say(
+  `${at()}  orphan ${orphan} running: ${isProcessRunning(orphan)}; serving: HTTP ${await served(port)} from pid ${successor.child.pid}`,
+)
 await successor.stop()
 say(`${at()}  stopped; state file says: ${readSupervisorState(stateFile).state}`)
 await sleep(10)
