@@ -90,6 +90,7 @@ export interface SpawnSupervisedOptions {
    * program changes its own uid/gid (a daemon dropping to `nobody` by itself)
    * or execs a set-user-ID/set-group-ID or file-capability binary. Such a
    * child outlives a SIGKILLed supervisor; give it `uid`/`gid` here instead.
+   * macOS has no such mechanism: accepted there, without effect.
    */
   parentDeathSignal?: Signal | false | undefined
   /**
@@ -187,9 +188,10 @@ export declare class SupervisedProcess<T extends SupervisedShape = SupervisedSha
   /**
    * How the exit is watched: 'pidfd' (polled by this thread's event loop),
    * 'pidfd-tokio' (a native runtime task; runtimes without libuv, or
-   * PROCWARD_EXIT_WATCH=tokio) or 'fallback' (a waiter thread: no pidfd).
+   * PROCWARD_EXIT_WATCH=tokio) or 'fallback' (a waiter thread: no pidfd);
+   * on macOS 'kqueue' (EVFILT_PROC on a native runtime task) or 'fallback'.
    */
-  readonly exitWatch: 'pidfd' | 'pidfd-tokio' | 'fallback'
+  readonly exitWatch: 'pidfd' | 'pidfd-tokio' | 'kqueue' | 'fallback'
   /**
    * Signals the child alone, like child_process. false once it has exited
    * (a zombie included); never reaches a process that reused the pid.
@@ -549,6 +551,119 @@ export interface SupervisorStateRecord {
   restarts: number
   lastExit: ExitInfo | null
   updatedAt: string
+}
+
+// ---- lock ---------------------------------------------------------------------
+
+/**
+ * Takes the lock on `path`: an exclusive `flock(2)` on a fresh open of the
+ * file, so the kernel judges who holds it and drops it when the holder's
+ * descriptor closes — on `release()`, on exit by any cause, on SIGKILL, even
+ * while the dead holder is still an unreaped zombie. No heartbeat or mtime:
+ * a stalled event loop never loses a live holder its lock. `flock(1)`,
+ * Python's `fcntl.flock` and Go's and Rust's file locks take the same lock.
+ * Two acquires in one process (one thread or two workers) exclude each other.
+ *
+ * The file is created if missing (`mode`, default 0o600, before the umask;
+ * the directory must exist), then holds the holder's record as JSON. It is
+ * never removed. A lock ends with `release()` or with its process or worker
+ * thread, never with a garbage collection.
+ *
+ * @throws {TypeError} a non-string, empty or NUL-containing path; bad or
+ *   unknown options (`code: 'ERR_INVALID_ARG_TYPE' | 'ERR_INVALID_ARG_VALUE'`).
+ * @throws {RangeError} `wait` outside 0..2^31−1 ms, `mode` outside 0..0o777.
+ * @throws {LockedError} `code: 'ELOCKED'` when held (after `wait` ms, if given).
+ * @throws {Error} `name: 'AbortError'` when `signal` aborts first.
+ * @throws {Error} `code: 'ELOOP'` (a symlink), `'EISDIR'` / `'EINVAL'` (not a
+ *   regular file), `'EPERM'` (owned by another uid, and we are not root),
+ *   `'ENOTSUP'` (a network filesystem), `'ENOENT'`, `'EACCES'`… from the OS.
+ */
+export declare function acquireLock(path: string, options?: AcquireLockOptions): Promise<ProcessLock>
+
+/** Never waits: the lock, or null when another holder has it. Throws as `acquireLock`. */
+export declare function tryLock(path: string, options?: TryLockOptions): ProcessLock | null
+
+/**
+ * Never takes the lock, never blocks, never creates the file: a missing file
+ * is not held. Throws for a symlink or a non-regular file, as `acquireLock`.
+ */
+export declare function readLock(path: string): LockInfo
+
+export interface TryLockOptions {
+  /** Free text stored with the holder, e.g. 'resync alice'. At most 4096 characters. */
+  purpose?: string | null | undefined
+  /** File mode when the file is created, before the umask. Default 0o600. */
+  mode?: number | undefined
+  /**
+   * Lock a file on NFS, CIFS/SMB, AFS or 9p anyway. There flock is emulated
+   * (NFS maps it to a whole-file lock on the server) and a network partition
+   * can leave two holders. Default false: `ENOTSUP`.
+   */
+  allowNetworkFs?: boolean | undefined
+}
+
+export interface AcquireLockOptions extends TryLockOptions {
+  /**
+   * false (default) or 0: reject at once with ELOCKED when held (kept out
+   * only by shared locks — a `readLock` probe — it waits those out for up to
+   * 100 ms). true: wait until free. A number: wait at most that many ms, then
+   * ELOCKED. Waiting
+   * blocks in the kernel on a thread of its own: no polling, and the lock
+   * is ours within microseconds of its release or its holder's death.
+   */
+  wait?: boolean | number | undefined
+  /**
+   * Abort while waiting ⇒ AbortError; nothing is left behind and the lock is
+   * never taken later. Already aborted ⇒ AbortError, and the file is not touched.
+   */
+  signal?: AbortSignal | undefined
+}
+
+export interface LockHolder {
+  pid: number
+  /** The holder process's identity, as `getProcessInfo(pid).identity`. */
+  identity: string
+  hostname: string
+  /** ISO 8601. */
+  acquiredAt: string
+  purpose: string | null
+}
+
+export interface LockInfo {
+  /** A process holds the lock (exclusively) right now. */
+  held: boolean
+  /** The record in the file: the holder, or one that died without releasing. */
+  holder: LockHolder | null
+  /** Zombie- and reuse-aware; null when unknowable (another host, no record). */
+  holderRunning: boolean | null
+}
+
+export declare class ProcessLock {
+  private constructor()
+  readonly path: string
+  /** This process. */
+  readonly holder: LockHolder
+  /**
+   * The record of a previous holder that died (or was killed) without
+   * releasing; null after a clean release.
+   */
+  readonly reclaimedFrom: LockHolder | null
+  readonly released: boolean
+  /** Truncates the record, then unlocks. Idempotent. */
+  release(): void
+  /** `release()` */
+  [Symbol.dispose](): void
+  /** `release()` */
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+/** What `acquireLock` rejects with when another process holds the lock. */
+export interface LockedError extends Error {
+  code: 'ELOCKED'
+  path: string
+  /** The record in the file (null when the holder wrote none, e.g. flock(1)). */
+  holder: LockHolder | null
+  holderRunning: boolean | null
 }
 
 // In a declaration file, this makes only what is marked `export` public (the

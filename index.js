@@ -7,6 +7,7 @@ const validate = require('./lib/validate')
 const { SupervisedProcess, spawnSupervised, stopSupervisedProcess } = require('./lib/supervised')
 const { waitForExit } = require('./lib/wait')
 const { Supervisor, readSupervisorState } = require('./lib/supervisor')
+const { acquireLock, tryLock, readLock, ProcessLock } = require('./lib/lock')
 
 function isProcessRunning(pid, identity) {
   validate.pid(pid)
@@ -27,3 +28,7 @@ exports.SupervisedProcess = SupervisedProcess
 exports.waitForExit = waitForExit
 exports.Supervisor = Supervisor
 exports.readSupervisorState = readSupervisorState
+exports.acquireLock = acquireLock
+exports.tryLock = tryLock
+exports.readLock = readLock
+exports.ProcessLock = ProcessLock

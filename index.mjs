@@ -1,5 +1,11 @@
 // ESM entry: the same objects as the CommonJS entry, re-exported by name.
-import procward from './index.js'
+// Loaded with require() rather than `import ... from './index.js'`: on Node
+// 20 an ESM import of a CommonJS module that throws (no binary for this
+// platform) rejects the import *and* reports the error as uncaught, which
+// kills a process that caught it.
+import { createRequire } from 'node:module'
+
+const procward = createRequire(import.meta.url)('./index.js')
 
 export const isProcessRunning = procward.isProcessRunning
 export const getProcessInfo = procward.getProcessInfo
@@ -9,4 +15,8 @@ export const SupervisedProcess = procward.SupervisedProcess
 export const waitForExit = procward.waitForExit
 export const Supervisor = procward.Supervisor
 export const readSupervisorState = procward.readSupervisorState
+export const acquireLock = procward.acquireLock
+export const tryLock = procward.tryLock
+export const readLock = procward.readLock
+export const ProcessLock = procward.ProcessLock
 export default procward

@@ -1,5 +1,5 @@
 import type { ChildProcess } from 'node:child_process'
-import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import http from 'node:http'
 import net from 'node:net'
 import { tmpdir } from 'node:os'
@@ -15,7 +15,6 @@ const DAEMON = join(FIXTURES, 'http-daemon.cjs')
 const SUPERVISOR_PROCESS = join(FIXTURES, 'supervisor-process.cjs')
 const PROCWARD = join(__dirname, '..', 'index.js')
 const NODE = process.execPath
-const HAS_LOCK = existsSync(join(__dirname, '..', 'lib', 'lock.js'))
 
 const dirs: string[] = []
 afterEach(() => {
@@ -112,7 +111,7 @@ describe('procward run', () => {
   })
 })
 
-describe.skipIf(!HAS_LOCK)('procward status and stop', () => {
+describe('procward status and stop', () => {
   it('on a live state file: status 0, stop ends supervisor and child, then status 3', async () => {
     const port = await freePort()
     const stateFile = join(tempDir(), 'web.json')
@@ -180,7 +179,7 @@ describe.skipIf(!HAS_LOCK)('procward status and stop', () => {
   })
 })
 
-describe.skipIf(!HAS_LOCK)('procward lock', () => {
+describe('procward lock', () => {
   it('excludes a second holder (75), --wait waits, and the command status is passed on', async () => {
     const file = join(tempDir(), 'job.lock')
     const holder = new Cli(['lock', file, '--', 'sh', '-c', 'echo locked; sleep 0.6'])

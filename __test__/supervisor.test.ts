@@ -561,11 +561,7 @@ async function predecessorDies(options: object): Promise<{ pid: number; child: n
   return { pid: started.pid as number, child: status.pid }
 }
 
-// The stateFile's lock comes from lib/lock.js (acquireLock): until this
-// branch has it, the suites that need it are skipped.
-const HAS_LOCK = existsSync(join(__dirname, '..', 'lib', 'lock.js'))
-
-describe.skipIf(!HAS_LOCK)('stateFile', () => {
+describe('stateFile', () => {
   it('records the daemon (mode 0600), follows restarts, and keeps the last exit after stop()', async () => {
     const port = await freePort()
     const dir = tempDir()
@@ -636,7 +632,7 @@ describe.skipIf(!HAS_LOCK)('stateFile', () => {
   })
 })
 
-describe.skipIf(!HAS_LOCK)('takeover', () => {
+describe('takeover', () => {
   it("'stop': the successor stops the orphan (identity checked) and serves with its own child", async () => {
     const port = await freePort()
     const stateFile = join(tempDir(), 'takeover.json')

@@ -321,7 +321,6 @@ async function crashCycles(makeContender, tag) {
 
 /** Supervisor SIGKILLed, successor started: orphan stopped? successor serving? */
 async function successorProcward(port) {
-  if (!fs.existsSync(path.join(here, '..', 'lib', 'lock.js'))) return null
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'procward-bench-'))
   const stateFile = path.join(dir, 'state.json')
   const options = {
@@ -444,8 +443,7 @@ export async function run() {
     console.log('\n## supervisor SIGKILLed, a successor started\n')
     const srows = []
     const sp = await successorProcward(await freePort())
-    if (sp) srows.push({ supervisor: 'procward (takeover stop)', ...yes(sp) })
-    else srows.push({ supervisor: 'procward', 'orphan stopped': 'skipped: no lib/lock.js here' })
+    srows.push({ supervisor: 'procward (takeover stop)', ...yes(sp) })
     srows.push({ supervisor: 'child_process + exit', ...yes(await successorHandWritten(await freePort())) })
     if (hasPm2) srows.push({ supervisor: 'pm2', ...yes(await successorPm2(await freePort())) })
     table(srows, ['supervisor', 'orphan stopped', 'successor serves', 'ms'])

@@ -294,7 +294,7 @@ class SupervisedProcess extends EventEmitter {
     // Read from /proc on first use unless known at spawn; EMFILE can throw.
     return callNative(() => this.#native.identity)
   }
-  /** 'pidfd' | 'pidfd-tokio' | 'fallback' */
+  /** 'pidfd' | 'pidfd-tokio' | 'kqueue' | 'fallback' */
   get exitWatch() {
     return this.#native.backend
   }

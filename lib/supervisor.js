@@ -900,7 +900,9 @@ class Supervisor extends EventEmitter {
     }
     let swept = { killed: [], suspects: [] }
     const aliveAtMs = Date.parse(c.aliveAt)
-    if (c.pgid !== null && c.session !== null && c.session > 0 && Number.isFinite(aliveAtMs)) {
+    // (No stray sweep where the platform has no /proc scan of its own.)
+    const canSweep = typeof native.sweepStrays === 'function'
+    if (canSweep && c.pgid !== null && c.session !== null && c.session > 0 && Number.isFinite(aliveAtMs)) {
       try {
         swept = await native.sweepStrays(
           { pgid: c.pgid, session: c.session, identity: c.identity, aliveAtMs },
@@ -972,7 +974,7 @@ class Supervisor extends EventEmitter {
     this.#startedAt = startedAt
     let st = null
     try {
-      st = native.procStat(child.pid) ?? native.procStat(process.pid)
+      st = native.procStat?.(child.pid) ?? native.procStat?.(process.pid) ?? null
     } catch {
       // read /proc failed: no session, so no stray sweep for this record
     }

@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
-# The package as its users meet it: pack the built checkout, install the
-# tarball with pnpm into a fresh TypeScript project (strict, skipLibCheck
-# false), type-check it, and run a small vitest suite there that imports
-# procward by name from ESM and from CommonJS against real processes.
+# The package as its users meet it: pack the built checkout as it is
+# published (scripts/pack.sh: the main package, JS and types with
+# optionalDependencies on the per-platform packages, and this platform's
+# binary package procward-linux-x64-gnu), install both tarballs with pnpm
+# into a fresh TypeScript project (strict, skipLibCheck false), type-check
+# it, and run a small vitest suite there that imports procward by name from
+# ESM and from CommonJS against real processes. The main package reaches its
+# binary through its optionalDependencies, as from a registry: an override
+# points procward-linux-x64-gnu at its tarball, and the other platforms'
+# packages are skipped (not published here, and not for this os/cpu/libc).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/procward-consumer.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
 
 cd "$ROOT"
-pnpm pack --pack-destination "$WORK" >/dev/null
-TARBALL="$(ls "$WORK"/procward-*.tgz)"
-echo "packed $(basename "$TARBALL") ($(du -h "$TARBALL" | cut -f1))"
+bash scripts/pack.sh "$WORK/dist" >/dev/null
+VERSION="$(node -p 'require("./package.json").version')"
+TARBALL="$WORK/dist/procward-$VERSION.tgz"
+PLATFORM_TARBALL="$WORK/dist/procward-linux-x64-gnu-$VERSION.tgz"
+for t in "$TARBALL" "$PLATFORM_TARBALL"; do echo "packed $(basename "$t") ($(du -h "$t" | cut -f1))"; done
 
 # What ships must stand alone: a LICENSE matching package.json, and a README
 # that links nowhere outside the package.
@@ -39,6 +47,7 @@ node -e '
   app.packageManager = root.packageManager;
   fs.writeFileSync("package.json", JSON.stringify(app, null, 2));
 ' "$ROOT" "$TARBALL"
+printf 'overrides:\n  procward-linux-x64-gnu: file:%s\n' "$PLATFORM_TARBALL" >pnpm-workspace.yaml
 pnpm install --no-frozen-lockfile --reporter=append-only >/dev/null
 pnpm exec tsc -p tsconfig.json
 pnpm exec vitest run ${PROCWARD_REPORTS:+--reporter=default --reporter=json --outputFile.json=$PROCWARD_REPORTS/consumer.json}

@@ -18,6 +18,7 @@ pub fn errno_name(errno: i32) -> &'static str {
         libc::EINTR => "EINTR",
         libc::EIO => "EIO",
         libc::ENXIO => "ENXIO",
+        libc::ENOTSUP => "ENOTSUP",
         libc::E2BIG => "E2BIG",
         libc::ENOEXEC => "ENOEXEC",
         libc::EBADF => "EBADF",

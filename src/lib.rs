@@ -12,13 +12,22 @@ pub mod errors;
 pub mod exit_watch;
 #[cfg(target_os = "linux")]
 mod js_loop;
+#[cfg(not(target_os = "linux"))]
+#[path = "js_loop_none.rs"]
+mod js_loop;
+#[cfg(target_os = "linux")]
+pub mod lock;
 pub mod pid;
 pub mod proc_info;
 mod runtime;
 pub mod spawn;
 pub mod stop;
+#[cfg(target_os = "linux")]
 pub mod strays;
 #[cfg(target_os = "linux")]
+pub mod sys;
+#[cfg(target_os = "macos")]
+#[path = "sys_macos.rs"]
 pub mod sys;
 pub mod wait;
 
@@ -269,6 +278,7 @@ impl NativeChild {
             Backend::PidfdLoop => "pidfd",
             Backend::PidfdTokio => "pidfd-tokio",
             Backend::Fallback => "fallback",
+            Backend::Kqueue => "kqueue",
         }
     }
 

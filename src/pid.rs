@@ -64,7 +64,7 @@ impl fmt::Display for Pid {
     }
 }
 
-/// Linux signal numbers by name, as Node spells them (`os.constants.signals`).
+/// This OS's signal numbers by name, as Node spells them (`os.constants.signals`).
 const SIGNALS: &[(&str, i32)] = &[
     ("SIGHUP", libc::SIGHUP),
     ("SIGINT", libc::SIGINT),
@@ -95,9 +95,12 @@ const SIGNALS: &[(&str, i32)] = &[
     ("SIGPROF", libc::SIGPROF),
     ("SIGWINCH", libc::SIGWINCH),
     ("SIGIO", libc::SIGIO),
+    #[cfg(any(target_os = "linux", target_os = "android"))]
     ("SIGPOLL", libc::SIGPOLL),
     #[cfg(any(target_os = "linux", target_os = "android"))]
     ("SIGPWR", libc::SIGPWR),
+    #[cfg(target_os = "macos")]
+    ("SIGINFO", libc::SIGINFO),
     ("SIGSYS", libc::SIGSYS),
 ];
 

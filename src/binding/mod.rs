@@ -1,5 +1,9 @@
-//! The binding layer, one file per public concept: the only place besides
-//! `lib.rs`, `errors` and `js_loop` where a napi type appears.
+//! The binding layer, one file per public concept: like `lib.rs`, the only
+//! place a napi type appears; each file validates, calls into its core
+//! module and returns plain JS values.
 
+#[cfg(target_os = "linux")]
+pub mod lock;
+#[cfg(target_os = "linux")]
 pub mod supervisor;
 pub mod wait;

@@ -1,78 +1,83 @@
 //! macOS back-end: kqueue `EVFILT_PROC` / `NOTE_EXIT` tells that the child
-//! exited without reaping it; then the same `waitid(WNOWAIT)` → sweep → reap
-//! as on Linux (`Watched::settle`).
+//! exited without reaping it; then the same WNOWAIT peek → sweep → reap as
+//! on Linux (`Watched::settle`).
 //!
-//! NOT COMPILED OR RUN: these machines are Linux-only and cannot fetch the
-//! Apple targets. It is written on the same seam as `linux.rs` so that the
-//! macOS port is a matter of making `sys` portable, not of redesigning the
-//! watcher. One kqueue per child, registered with the tokio reactor (a kqueue
-//! fd is itself pollable), so no thread per child.
+//! One kqueue per child, registered with procward's tokio runtime (a kqueue
+//! fd is itself pollable: kqueue(2), "the queue can be monitored with
+//! select(2), poll(2) and kqueue(2)"), so no thread per child. Where no
+//! kqueue can be had, or the child is already past being watched (exiting,
+//! or a zombie: `kevent` says ESRCH), or `PROCWARD_EXIT_WATCH=fallback` is
+//! set, a waiter thread blocks instead (`fallback`; on macOS its blocking
+//! wait is itself a kqueue wait, see `sys_macos::waitid_pid`).
+//!
+//! There is no delivery on the JS loop here (`js_loop` is Linux-only), so
+//! [`watch_beside_loop`] is never reached; it exists for the binding layer.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
-use super::{fallback, OnExit, Watched};
+use super::{fallback, forced_fallback, Backend, OnExit, Watched};
+use crate::sys::{self, WaitStatus};
 
-fn kqueue_for_exit(pid: i32) -> io::Result<Option<OwnedFd>> {
-    // SAFETY: kqueue takes no arguments and returns a new fd or -1.
-    let kq = unsafe { libc::kqueue() };
-    if kq < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the fd was just created for us.
-    let kq = unsafe { OwnedFd::from_raw_fd(kq) };
-    // SAFETY: an all-zero kevent is a valid value to fill in.
-    let mut ev: libc::kevent = unsafe { std::mem::zeroed() };
-    ev.ident = pid as libc::uintptr_t;
-    ev.filter = libc::EVFILT_PROC;
-    ev.flags = libc::EV_ADD | libc::EV_ONESHOT;
-    ev.fflags = libc::NOTE_EXIT;
-    // SAFETY: registers one change, asks for no events back.
-    let rc = unsafe {
-        libc::kevent(
-            kq.as_raw_fd(),
-            &ev,
-            1,
-            std::ptr::null_mut(),
-            0,
-            std::ptr::null(),
-        )
-    };
-    if rc < 0 {
-        let err = io::Error::last_os_error();
-        // ESRCH: it has exited already (a zombie can no longer be watched).
-        return if err.raw_os_error() == Some(libc::ESRCH) {
-            Ok(None)
-        } else {
-            Err(err)
-        };
-    }
-    Ok(Some(kq))
-}
-
-pub fn start(watched: Arc<Watched>, on_exit: OnExit) -> io::Result<()> {
-    let kq = match kqueue_for_exit(watched.pid().as_raw())? {
-        Some(kq) => kq,
-        None => {
-            let seen = fallback::wait_exit(&watched);
-            watched.finish(seen, None, on_exit);
-            return Ok(());
-        }
-    };
+fn start(watched: Arc<Watched>, kq: OwnedFd, on_exit: OnExit) -> io::Result<()> {
     crate::runtime::handle()?.spawn(async move {
-        // SAFETY: the OwnedFd moves into the AsyncFd and stays open until it
-        // is dropped.
-        if let Ok(afd) = unsafe { AsyncFd::register_with_interest(kq, Interest::READABLE) } {
-            let _ = afd.readable().await;
+        let peek = || sys::waitid_pid(watched.pid, libc::WEXITED | libc::WNOWAIT | libc::WNOHANG);
+        // NOTE_EXIT fires only for an exit after the kqueue was registered;
+        // one just before is seen by this peek.
+        if matches!(peek(), Ok(WaitStatus::StillAlive)) {
+            // SAFETY: the OwnedFd moves into the AsyncFd and stays open
+            // (same fd) until the AsyncFd is dropped.
+            if let Ok(afd) = unsafe { AsyncFd::register_with_interest(kq, Interest::READABLE) } {
+                let _ = afd.readable().await;
+            }
         }
-        // NOTE_EXIT fired (or the reactor failed): the WNOWAIT wait returns
-        // at once for an exited child, and blocks only in the failure case.
-        let seen = fallback::wait_exit(&watched);
+        // NOTE_EXIT fired (or the reactor refused the kqueue). kqueue(2)
+        // does not promise the child is waitable at that instant: peek, and
+        // if it is not yet, finish the wait on a blocking thread.
+        let seen = match peek() {
+            Ok(WaitStatus::StillAlive) => {
+                let w = watched.clone();
+                tokio::task::spawn_blocking(move || fallback::wait_exit(&w))
+                    .await
+                    .ok()
+                    .flatten()
+            }
+            Ok(w) => Some(w),
+            Err(_) => None,
+        };
         watched.finish(seen, None, on_exit);
     });
     Ok(())
+}
+
+/// Starts watching a freshly spawned child. `pidfd` is always None here
+/// (no pidfds on macOS).
+pub fn watch(
+    watched: &Arc<Watched>,
+    _pidfd: Option<OwnedFd>,
+    on_exit: OnExit,
+) -> io::Result<Backend> {
+    if !forced_fallback() {
+        // EMFILE and the like: the waiter thread needs no fd.
+        if let Ok(Some(kq)) = sys::kqueue_for_exit(watched.pid) {
+            start(watched.clone(), kq, on_exit)?;
+            return Ok(Backend::Kqueue);
+        }
+    }
+    fallback::start(watched.clone(), on_exit)?;
+    Ok(Backend::Fallback)
+}
+
+/// The native reaper beside the JS loop. Never reached on macOS (the loop
+/// back-end is Linux-only): a plain watch that delivers nothing.
+pub fn watch_beside_loop(
+    watched: &Arc<Watched>,
+    pidfd: Option<OwnedFd>,
+    _defer: std::time::Duration,
+) -> io::Result<()> {
+    watch(watched, pidfd, Box::new(|_| {})).map(drop)
 }

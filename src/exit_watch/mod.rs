@@ -41,8 +41,9 @@
 //!   EMFILE), when registering it or starting the runtime failed, or when
 //!   `PROCWARD_EXIT_WATCH=fallback` is set at load (the test suite runs
 //!   through it that way).
-//! - macOS: kqueue `EVFILT_PROC`/`NOTE_EXIT` (`macos`), written on this
-//!   seam but not compiled here (see README).
+//! - `kqueue` (`macos`): kqueue `EVFILT_PROC`/`NOTE_EXIT` on procward's
+//!   runtime; `fallback` there too. Each OS module provides `watch` and
+//!   `watch_beside_loop` (Linux's are below).
 //!
 //! The watcher owns everything it needs (`Arc<Watched>`), so a JS handle
 //! that is dropped, collected or `unref()`ed never leaves a zombie.
@@ -55,14 +56,17 @@
 //! child is unreaped: on the first read of the identity, or in `settle` just
 //! before the reap. A zombie still shows its start time there.
 
-#[cfg(target_os = "linux")]
 mod fallback;
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "macos")]
 mod macos;
+#[cfg(target_os = "macos")]
+pub use macos::{watch, watch_beside_loop};
 
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::BorrowedFd;
+#[cfg(target_os = "linux")]
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -138,6 +142,8 @@ pub enum Backend {
     PidfdTokio,
     /// A thread blocked in waitid.
     Fallback,
+    /// macOS: a kqueue (`EVFILT_PROC`/`NOTE_EXIT`) awaited on procward's runtime.
+    Kqueue,
 }
 
 fn forced() -> Option<&'static str> {
@@ -400,6 +406,7 @@ pub fn register(
 /// The native reaper beside the JS loop (see `js_loop`): settles the child
 /// itself only if the loop has not done so within `defer` of the exit — at
 /// once when the loop is free, a millisecond later when it is blocked.
+#[cfg(target_os = "linux")]
 pub fn watch_beside_loop(
     watched: &Arc<Watched>,
     pidfd: Option<OwnedFd>,
@@ -417,6 +424,7 @@ pub fn watch_beside_loop(
 
 /// Starts watching a freshly spawned child on a back-end of this module.
 /// `on_exit` runs (on a runtime or waiter thread) after the reap.
+#[cfg(target_os = "linux")]
 pub fn watch(
     watched: &Arc<Watched>,
     pidfd: Option<OwnedFd>,

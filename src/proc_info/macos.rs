@@ -1,29 +1,38 @@
-//! macOS: `proc_pidinfo(PROC_PIDTBSDINFO)` gives status (SZOMB for a zombie),
-//! parents and the start time in microseconds; identity is the boot time
-//! (`kern.boottime`) plus that start time.
+//! macOS: `proc_pidinfo(PROC_PIDTBSDINFO)` gives the status (`SZOMB` for a
+//! zombie), parent, group and start time (seconds + microseconds) of any
+//! process; identity is the boot time (`kern.boottime`) plus that start time.
 //!
-//! Not compiled or run on the Linux machines this project is tested on:
-//! kept small, on the same seam as `linux.rs`.
+//! Where macOS differs from Linux:
+//! - Zombies are reported only when asked: XNU's `proc_pidinfo` looks a
+//!   zombie up for `PROC_PIDTBSDINFO` only when `arg` is non-zero
+//!   (`bsd/kern/proc_info.c`, `findzomb`); with 0 a zombie is ESRCH. We pass
+//!   1, so a zombie is found and is `'zombie'`, not missing.
+//! - Another user's process may be refused (EPERM) where Linux's /proc shows
+//!   every stat line: then `kill(pid, 0)` decides, and a zombie of another
+//!   user is reported running (nothing unprivileged tells it apart).
+//! - The start time has microsecond resolution, and there is no pidfs inode:
+//!   two processes on one pid within one microsecond would share an identity.
+//! - There is no pidfd, so the `*_of_pidfd` functions are never reached
+//!   (`sys::pidfd_open` is ENOSYS here); they exist so callers compile.
 
 use std::io;
+use std::os::fd::OwnedFd;
 use std::sync::OnceLock;
 
+use super::stat::Stat;
 use super::{Identity, InfoError, ProcState, ProcessInfo};
 use crate::pid::Pid;
 
-const SIDL: u32 = 1;
-const SRUN: u32 = 2;
-const SSLEEP: u32 = 3;
-const SSTOP: u32 = 4;
-const SZOMB: u32 = 5;
-
+/// `kern.boottime` as a string, read once: a pidfile from before a reboot
+/// never matches.
 fn boot_id() -> &'static str {
     static BOOT: OnceLock<String> = OnceLock::new();
     BOOT.get_or_init(|| {
         let mut tv = std::mem::MaybeUninit::<libc::timeval>::zeroed();
         let mut len = std::mem::size_of::<libc::timeval>();
         let mut mib = [libc::CTL_KERN, libc::KERN_BOOTTIME];
-        // SAFETY: mib names kern.boottime, whose value is a timeval we own.
+        // SAFETY: mib names kern.boottime, whose value is a timeval; the
+        // buffer is ours and `len` says its size.
         let ret = unsafe {
             libc::sysctl(
                 mib.as_mut_ptr(),
@@ -43,15 +52,17 @@ fn boot_id() -> &'static str {
     })
 }
 
+/// `Ok(None)`: no such process. `Err(EPERM)`: it exists, but we may not look.
 fn bsdinfo(pid: Pid) -> io::Result<Option<libc::proc_bsdinfo>> {
     let mut info = std::mem::MaybeUninit::<libc::proc_bsdinfo>::zeroed();
     let size = std::mem::size_of::<libc::proc_bsdinfo>() as libc::c_int;
-    // SAFETY: the buffer is ours and `size` bytes long.
+    // SAFETY: the buffer is ours and `size` bytes long; arg 1 asks for
+    // zombies too (see the module docs).
     let n = unsafe {
         libc::proc_pidinfo(
             pid.as_raw(),
             libc::PROC_PIDTBSDINFO,
-            0,
+            1,
             info.as_mut_ptr().cast(),
             size,
         )
@@ -63,36 +74,34 @@ fn bsdinfo(pid: Pid) -> io::Result<Option<libc::proc_bsdinfo>> {
     let err = io::Error::last_os_error();
     match err.raw_os_error() {
         Some(libc::ESRCH) => Ok(None),
-        // Another user's process: it exists, but we cannot read its status.
         Some(libc::EPERM) => Err(err),
-        _ if n == 0 => Ok(None),
+        // A short answer without an errno: the process went away mid-call.
+        _ if n >= 0 => Ok(None),
         _ => Err(err),
     }
 }
 
 fn state(status: u32) -> ProcState {
-    match status {
-        SRUN => ProcState::Running,
-        SSLEEP => ProcState::Sleeping,
-        SSTOP => ProcState::Stopped,
-        SZOMB => ProcState::Zombie,
-        SIDL => ProcState::Other,
-        _ => ProcState::Other,
-    }
+    ProcState::from_bsd_status(status)
 }
 
 fn identity(info: &libc::proc_bsdinfo) -> Identity {
     Identity {
         boot: boot_id().to_owned(),
-        start_time: info.pbi_start_tvsec * 1_000_000 + info.pbi_start_tvusec,
+        start_time: info
+            .pbi_start_tvsec
+            .saturating_mul(1_000_000)
+            .saturating_add(info.pbi_start_tvusec),
         inode: None,
     }
 }
 
+/// Exists by `kill(pid, 0)` (EPERM counts: it exists, it is not ours).
 fn exists_unreadable(pid: Pid) -> bool {
-    // SAFETY: plain syscall; pid is positive.
-    let ret = unsafe { libc::kill(pid.as_raw(), 0) };
-    ret == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    match crate::sys::probe(pid) {
+        Ok(()) => true,
+        Err(e) => e.raw_os_error() == Some(libc::EPERM),
+    }
 }
 
 pub fn is_running(pid: Pid) -> io::Result<bool> {
@@ -114,7 +123,7 @@ fn info_or_hidden(pid: Pid) -> Result<Option<libc::proc_bsdinfo>, InfoError> {
 
 pub fn process_info(pid: Pid) -> Result<Option<ProcessInfo>, InfoError> {
     Ok(info_or_hidden(pid)?.map(|info| {
-        let name_bytes: Vec<u8> = info
+        let name: Vec<u8> = info
             .pbi_comm
             .iter()
             .take_while(|&&c| c != 0)
@@ -126,7 +135,7 @@ pub fn process_info(pid: Pid) -> Result<Option<ProcessInfo>, InfoError> {
             pgid: info.pbi_pgid as i32,
             state: state(info.pbi_status),
             identity: identity(&info),
-            name: String::from_utf8_lossy(&name_bytes).into_owned(),
+            name: String::from_utf8_lossy(&name).into_owned(),
         }
     }))
 }
@@ -176,4 +185,30 @@ pub fn identity_from(start_time: u64, inode: Option<u64>) -> io::Result<Identity
         start_time,
         inode,
     })
+}
+
+/// No pidfds here: the identity by pid (exact for our own unreaped child,
+/// whose pid cannot be reused).
+pub fn identity_of_pidfd(pid: Pid, _pidfd: &OwnedFd) -> Result<Option<Identity>, InfoError> {
+    identity_of(pid)
+}
+
+/// No pidfds here, and no stat line: never reached (`sys::pidfd_open` is
+/// ENOSYS on macOS, so no caller holds a pidfd).
+pub fn stat_and_identity_of_pidfd(
+    _pid: Pid,
+    _pidfd: &OwnedFd,
+) -> Result<Option<(Stat, Identity)>, InfoError> {
+    Err(InfoError::Io(io::Error::from_raw_os_error(libc::ENOSYS)))
+}
+
+/// No cheap start-time seed on macOS: the start time comes from
+/// `proc_pidinfo` (see [`child_identity`]).
+pub fn start_tick_between(_before_ns: u64, _after_ns: u64) -> Option<u64> {
+    None
+}
+
+/// No pidfds on macOS, so never called with one; no inode to report.
+pub fn pidfd_inode(_fd: impl std::os::fd::AsFd) -> Option<u64> {
+    None
 }

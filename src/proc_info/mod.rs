@@ -19,8 +19,9 @@ pub use linux::{
 mod macos;
 #[cfg(target_os = "macos")]
 pub use macos::{
-    child_identity, forget, identity_from, identity_of, is_running, is_running_as,
-    prepare_identity, process_info, thread_of,
+    child_identity, forget, identity_from, identity_of, identity_of_pidfd, is_running,
+    is_running_as, pidfd_inode, prepare_identity, process_info, start_tick_between,
+    stat_and_identity_of_pidfd, thread_of,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,6 +46,20 @@ impl ProcState {
             'Z' => ProcState::Zombie,
             'X' | 'x' => ProcState::Dead,
             'I' => ProcState::Idle,
+            _ => ProcState::Other,
+        }
+    }
+
+    /// From a BSD `p_stat` value (macOS `proc_bsdinfo.pbi_status`,
+    /// `<sys/proc.h>`): SIDL 1, SRUN 2, SSLEEP 3, SSTOP 4, SZOMB 5. Pure, so
+    /// it is tested here on Linux too.
+    pub fn from_bsd_status(status: u32) -> ProcState {
+        match status {
+            2 => ProcState::Running,
+            3 => ProcState::Sleeping,
+            4 => ProcState::Stopped,
+            5 => ProcState::Zombie,
+            // SIDL (being created) and anything newer.
             _ => ProcState::Other,
         }
     }
@@ -180,6 +195,23 @@ pub enum InfoError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bsd_status_zombie_is_not_running() {
+        assert_eq!(ProcState::from_bsd_status(5), ProcState::Zombie);
+        assert!(!ProcState::from_bsd_status(5).is_running());
+        for (status, state) in [
+            (1, ProcState::Other),
+            (2, ProcState::Running),
+            (3, ProcState::Sleeping),
+            (4, ProcState::Stopped),
+            (0, ProcState::Other),
+            (99, ProcState::Other),
+        ] {
+            assert_eq!(ProcState::from_bsd_status(status), state);
+            assert!(state.is_running());
+        }
+    }
 
     #[test]
     fn identity_round_trips() {

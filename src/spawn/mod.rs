@@ -18,6 +18,14 @@
 
 #[cfg(target_os = "linux")]
 mod linux;
+#[cfg(target_os = "linux")]
+use linux as os;
+#[cfg(target_os = "macos")]
+mod macos;
+#[cfg(target_os = "macos")]
+use macos as os;
+#[cfg(target_os = "macos")]
+use macos::on_main_thread;
 
 use std::ffi::{CString, OsString};
 use std::io;
@@ -79,6 +87,7 @@ pub enum Stage {
 }
 
 impl Stage {
+    #[cfg(target_os = "linux")]
     fn from_i32(v: i32) -> Stage {
         match v {
             1 => Stage::Resolve,
@@ -470,7 +479,7 @@ fn send_to_spawner(job: Job) -> Result<(), SpawnError> {
                 .name("procward-spawner".into())
                 .spawn(move || {
                     block_all_signals();
-                    let mut stack = vec![0u8; linux::CHILD_STACK];
+                    let mut stack = vec![0u8; os::CHILD_STACK];
                     for job in rx {
                         job(&mut stack);
                     }
@@ -516,9 +525,10 @@ pub fn spawn(cmd: &Command, want_pidfd: bool) -> Result<Child, SpawnError> {
 }
 
 thread_local! {
-    static MAIN_STACK: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0u8; linux::CHILD_STACK]);
+    static MAIN_STACK: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0u8; os::CHILD_STACK]);
 }
 
+#[cfg(target_os = "linux")]
 fn on_main_thread() -> bool {
     // SAFETY: gettid and getpid take no arguments and cannot fail.
     let tid = unsafe { libc::syscall(libc::SYS_gettid) };
@@ -557,9 +567,9 @@ fn clone_with_retry(
     prep: &Prepared,
     want_pidfd: bool,
     stack: &mut [u8],
-) -> Result<linux::RawChild, SpawnError> {
+) -> Result<os::RawChild, SpawnError> {
     let want_pidfd = want_pidfd && !NO_CLONE_PIDFD.load(Ordering::Relaxed);
-    let res = linux::clone_exec(prep, want_pidfd, stack);
+    let res = os::clone_exec(prep, want_pidfd, stack);
     let retry = match &res {
         // Kernels before 5.2 reject CLONE_PIDFD with EINVAL (remembered), and
         // a full fd table fails it with EMFILE/ENFILE; the caller then
@@ -578,7 +588,7 @@ fn clone_with_retry(
         _ => false,
     };
     if retry {
-        linux::clone_exec(prep, false, stack)
+        os::clone_exec(prep, false, stack)
     } else {
         res
     }
@@ -587,7 +597,7 @@ fn clone_with_retry(
 fn on_spawner_thread(
     prep: Prepared,
     want_pidfd: bool,
-) -> Result<Result<linux::RawChild, SpawnError>, SpawnError> {
+) -> Result<Result<os::RawChild, SpawnError>, SpawnError> {
     let (tx, rx) = mpsc::sync_channel(1);
     let job: Job = Box::new(move |stack: &mut [u8]| {
         let res = clone_with_retry(&prep, want_pidfd, stack);

@@ -1,0 +1,179 @@
+// Which binary the loader (binding.js) picks, and how it fails where there
+// is none. Other platforms are simulated: a preload (fixtures/fake-platform.cjs)
+// makes a real Node report another process.platform / process.arch / ldd.
+import { execFile } from 'node:child_process'
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import { afterAll, describe, expect, it } from 'vitest'
+import { FIXTURES, trackProcesses } from './helpers'
+
+trackProcesses()
+
+const ROOT = join(__dirname, '..')
+const require = createRequire(__filename)
+const platform = require('../lib/platform.js') as {
+  SUPPORTED: readonly string[]
+  platformKey(p: { platform: string; arch: string; musl: boolean }): string
+  detectMusl(io: { readLdd(): string; report(): unknown }): boolean
+}
+const pkg = require('../package.json') as { version: string; napi: { targets: string[] } }
+
+interface Outcome {
+  loaded?: string
+  code?: string
+  message?: string
+  platform?: string
+  supported?: string[]
+  packageName?: string
+}
+
+/** Loads procward from `dir` in a fresh Node that believes it runs on `fake`. */
+async function loadAs(fake: Record<string, string>, how: 'cjs' | 'esm' = 'cjs', dir = ROOT): Promise<Outcome> {
+  const { stdout, stderr } = await promisify(execFile)(
+    process.execPath,
+    ['--require', join(FIXTURES, 'fake-platform.cjs'), join(FIXTURES, 'load-procward.cjs'), dir, how],
+    { env: { ...process.env, ...fake } },
+  )
+  // One error, caught: nothing else reported (exit status 0, stderr empty).
+  expect(stderr).toBe('')
+  const lines = stdout.trim().split('\n')
+  expect(lines).toHaveLength(1)
+  return JSON.parse(lines[0] as string) as Outcome
+}
+
+const fake = (p: string, arch: string, ldd?: string) => ({
+  PROCWARD_FAKE_PLATFORM: p,
+  PROCWARD_FAKE_ARCH: arch,
+  ...(ldd === undefined ? {} : { PROCWARD_FAKE_LDD: ldd }),
+})
+
+describe('platform keys', () => {
+  it('names Linux binaries by C library and the others by os and cpu', () => {
+    expect(platform.platformKey({ platform: 'linux', arch: 'x64', musl: false })).toBe('linux-x64-gnu')
+    expect(platform.platformKey({ platform: 'linux', arch: 'arm64', musl: true })).toBe('linux-arm64-musl')
+    expect(platform.platformKey({ platform: 'darwin', arch: 'arm64', musl: false })).toBe('darwin-arm64')
+    expect(platform.platformKey({ platform: 'win32', arch: 'x64', musl: false })).toBe('win32-x64')
+  })
+
+  it('tells musl from glibc by ldd, else by the glibc Node reports, else assumes glibc', () => {
+    const noLdd = () => {
+      throw new Error('ENOENT')
+    }
+    const glibcLdd = () => 'TEXTDOMAIN=libc\n# GNU C Library ldd\n'
+    const muslLdd = () => 'musl libc (x86_64)\nVersion 1.2.4\n'
+    const never = () => {
+      throw new Error('report must not be asked when ldd answers')
+    }
+    expect(platform.detectMusl({ readLdd: muslLdd, report: never })).toBe(true)
+    expect(platform.detectMusl({ readLdd: glibcLdd, report: never })).toBe(false)
+    expect(platform.detectMusl({ readLdd: noLdd, report: () => ({ header: { glibcVersionRuntime: '2.36' } }) })).toBe(
+      false,
+    )
+    expect(platform.detectMusl({ readLdd: noLdd, report: () => ({ header: {} }) })).toBe(true)
+    expect(platform.detectMusl({ readLdd: noLdd, report: () => undefined })).toBe(false)
+    expect(platform.detectMusl({ readLdd: noLdd, report: noLdd })).toBe(false)
+  })
+
+  it('supports exactly the napi targets, each with its package in npm/', () => {
+    const cpu: Record<string, string> = { x86_64: 'x64', aarch64: 'arm64' }
+    const fromTargets = pkg.napi.targets.map((t) => {
+      const [arch = '', , os, abi] = t.split('-')
+      return os === 'darwin' ? `darwin-${cpu[arch]}` : `${os}-${cpu[arch]}-${abi}`
+    })
+    expect([...platform.SUPPORTED].sort()).toEqual(fromTargets.sort())
+    expect(readdirSync(join(ROOT, 'npm')).sort()).toEqual(fromTargets.sort())
+    for (const key of platform.SUPPORTED) {
+      const [os, arch, libc] = key.split('-')
+      const sub = JSON.parse(readFileSync(join(ROOT, 'npm', key, 'package.json'), 'utf8'))
+      expect(sub).toMatchObject({
+        name: `procward-${key}`,
+        version: pkg.version,
+        os: [os],
+        cpu: [arch],
+        main: `procward.${key}.node`,
+        files: [`procward.${key}.node`],
+      })
+      expect(sub.libc).toEqual(libc === 'gnu' ? ['glibc'] : libc === 'musl' ? ['musl'] : undefined)
+    }
+  })
+})
+
+describe('loading on a platform without a binary', () => {
+  const supportedList = platform.SUPPORTED.join(', ')
+
+  for (const [p, arch, key] of [
+    ['win32', 'x64', 'win32-x64'],
+    ['freebsd', 'x64', 'freebsd-x64'],
+    ['linux', 'riscv64', 'linux-riscv64-gnu'],
+    ['darwin', 'ia32', 'darwin-ia32'],
+  ] as const) {
+    it(`throws ERR_PROCWARD_UNSUPPORTED_PLATFORM on ${key}, from require and from import`, async () => {
+      for (const how of ['cjs', 'esm'] as const) {
+        const out = await loadAs(fake(p, arch), how)
+        expect(out.code).toBe('ERR_PROCWARD_UNSUPPORTED_PLATFORM')
+        expect(out.platform).toBe(key)
+        expect(out.supported).toEqual([...platform.SUPPORTED])
+        expect(out.message).toContain(key)
+        expect(out.message).toContain(supportedList)
+      }
+    })
+  }
+
+  it('says which package is missing on a supported platform whose binary was not installed', async () => {
+    const darwin = await loadAs(fake('darwin', 'arm64'), 'esm')
+    expect(darwin).toMatchObject({
+      code: 'ERR_PROCWARD_BINARY_NOT_FOUND',
+      platform: 'darwin-arm64',
+      packageName: 'procward-darwin-arm64',
+    })
+    expect(darwin.message).toContain('procward-darwin-arm64')
+    // musl told apart by ldd: this machine's glibc binary must not be taken.
+    const musl = await loadAs(fake('linux', 'x64', 'musl libc (x86_64)\n'))
+    expect(musl).toMatchObject({ code: 'ERR_PROCWARD_BINARY_NOT_FOUND', platform: 'linux-x64-musl' })
+  })
+
+  it('loads the local build on this machine, with or without ldd', async () => {
+    expect(await loadAs({}, 'cjs')).toEqual({ loaded: 'function' })
+    expect(await loadAs({}, 'esm')).toEqual({ loaded: 'function' })
+    expect(await loadAs(fake('linux', 'x64', ''))).toEqual({ loaded: 'function' })
+  })
+})
+
+describe('loading from an installed platform package', () => {
+  const key = 'linux-x64-gnu'
+  const local = join(ROOT, `procward.${key}.node`)
+  const dirs: string[] = []
+  afterAll(() => {
+    for (const d of dirs) rmSync(d, { recursive: true, force: true })
+  })
+
+  /** node_modules with procward (no binary of its own) and procward-<key> beside it. */
+  function install(platformVersion: string): string {
+    const top = mkdtempSync(join(tmpdir(), 'procward-platform-'))
+    dirs.push(top)
+    const main = join(top, 'node_modules', 'procward')
+    mkdirSync(main, { recursive: true })
+    for (const f of ['package.json', 'index.js', 'index.mjs', 'binding.js', 'lib']) {
+      cpSync(join(ROOT, f), join(main, f), { recursive: true })
+    }
+    const sub = join(top, 'node_modules', `procward-${key}`)
+    mkdirSync(sub)
+    const manifest = JSON.parse(readFileSync(join(ROOT, 'npm', key, 'package.json'), 'utf8'))
+    writeFileSync(join(sub, 'package.json'), JSON.stringify({ ...manifest, version: platformVersion }))
+    cpSync(local, join(sub, `procward.${key}.node`))
+    return main
+  }
+
+  it.runIf(existsSync(local))('loads procward-<platform> when procward has no binary of its own', async () => {
+    expect(await loadAs({}, 'esm', install(pkg.version))).toEqual({ loaded: 'function' })
+  })
+
+  it.runIf(existsSync(local))('refuses a platform package of another version', async () => {
+    const out = await loadAs({}, 'cjs', install('0.0.1-other'))
+    expect(out.code).toBe('ERR_PROCWARD_BINARY_VERSION_MISMATCH')
+    expect(out.message).toContain('0.0.1-other')
+  })
+})

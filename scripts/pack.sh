@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Packs procward as it is published, napi-rs style, into DEST (default dist/):
+#   procward-<version>.tgz           JS, types and the loader, no binary; its
+#                                    package.json gains optionalDependencies
+#                                    on every procward-<platform>@<version>;
+#   procward-<platform>-<version>.tgz  one per npm/<platform>/ that has its
+#                                    binary (the local build procward.<platform>.node,
+#                                    else npm/<platform>/procward.<platform>.node
+#                                    from scripts/cross-build.sh).
+# The package manager installs the one platform package whose os/cpu/libc
+# match; binding.js loads it. optionalDependencies are added here, not kept
+# in package.json: the lockfile cannot record packages that are not
+# published yet, so a frozen install of this repository would fail.
+# Publish the platform packages first, then the main one.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+DEST="$(mkdir -p "${1:-$ROOT/dist}" && cd "${1:-$ROOT/dist}" && pwd)"
+cd "$ROOT"
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/procward-pack.XXXXXX")"
+trap 'rm -rf "$WORK"' EXIT
+
+VERSION="$(node -p 'require("./package.json").version')"
+# napi target triples → platform keys, as napi names them (linux-x64-gnu, darwin-arm64).
+mapfile -t KEYS < <(node -e '
+  const { targets } = require("./package.json").napi
+  const cpu = { x86_64: "x64", aarch64: "arm64" }
+  for (const t of targets) {
+    const [arch, , os, abi] = t.split("-")
+    console.log(os === "darwin" ? `darwin-${cpu[arch]}` : `${os}-${cpu[arch]}-${abi}`)
+  }')
+
+for key in "${KEYS[@]}"; do
+  # A local build of this machine's platform first (fresh from `pnpm run
+  # build`), else what scripts/cross-build.sh put in npm/<platform>/.
+  binary="procward.$key.node"
+  [ -f "$binary" ] || binary="npm/$key/procward.$key.node"
+  [ -f "$binary" ] || { echo "pack: no binary for $key, skipped" >&2; continue; }
+  mkdir -p "$WORK/$key"
+  cp "npm/$key/package.json" "npm/$key/README.md" "$WORK/$key/"
+  cp "$binary" "$WORK/$key/procward.$key.node"
+  (cd "$WORK/$key" && pnpm pack --pack-destination "$DEST" >/dev/null)
+  echo "pack: procward-$key-$VERSION.tgz"
+done
+
+pnpm pack --pack-destination "$WORK" >/dev/null
+mkdir "$WORK/main"
+tar xzf "$WORK/procward-$VERSION.tgz" -C "$WORK/main"
+node -e '
+  const fs = require("fs")
+  const [file, version, ...keys] = process.argv.slice(1)
+  const pkg = JSON.parse(fs.readFileSync(file, "utf8"))
+  pkg.optionalDependencies = Object.fromEntries(keys.map((k) => [`procward-${k}`, version]))
+  fs.writeFileSync(file, `${JSON.stringify(pkg, null, 2)}\n`)
+' "$WORK/main/package/package.json" "$VERSION" "${KEYS[@]}"
+tar czf "$DEST/procward-$VERSION.tgz" -C "$WORK/main" package
+echo "pack: procward-$VERSION.tgz (optionalDependencies: ${KEYS[*]})"

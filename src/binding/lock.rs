@@ -1,0 +1,251 @@
+//! The lock's napi surface: `lockTry`, `lockWait`, `lockRead` and the
+//! `NativeLock` handle. `lib/lock.js` builds `acquireLock`, `tryLock`,
+//! `readLock` and `ProcessLock` on them (validation, record parsing,
+//! ELOCKED, AbortSignal and timeouts live there).
+
+use std::io;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use napi::bindgen_prelude::{Either, Function};
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi::{Result, Status};
+use napi_derive::napi;
+
+use crate::errors::{coded, json_str, system_err};
+use crate::lock::{self, Acquired, Cancel, LockFile, OpenError, Try, WaitEnd, Waiter};
+use crate::pid::Pid;
+use crate::proc_info::InfoError;
+
+/// A failed system call, as `errors::system_err` shapes it; the JS side adds
+/// the path (Node's `SystemError` shape: `code`, `errno`, `syscall`, `path`).
+fn os_err(err: &io::Error, syscall: &str) -> napi::Error {
+    match err.raw_os_error() {
+        Some(errno) => system_err(errno, syscall, ""),
+        None => coded("EUNKNOWN", format!("{syscall}: {err}")),
+    }
+}
+
+/// A refusal of ours, dressed as the errno that says it best, with our own
+/// words for it.
+fn refused(errno: i32, reason: &str) -> napi::Error {
+    system_err(errno, "open", &format!(",\"reason\":{}", json_str(reason)))
+}
+
+fn open_err(e: OpenError) -> napi::Error {
+    match e {
+        OpenError::Os { err, op } => os_err(&err, op),
+        OpenError::NotRegular { directory: true } => {
+            refused(libc::EISDIR, "a directory, not a lock file")
+        }
+        OpenError::NotRegular { directory: false } => refused(libc::EINVAL, "not a regular file"),
+        OpenError::OtherOwner { uid } => refused(
+            libc::EPERM,
+            &format!(
+                "the lock file belongs to uid {uid}, not to this process's; \
+                 a file another user controls could be held by them forever"
+            ),
+        ),
+        OpenError::NetworkFs { fs } => refused(
+            libc::EOPNOTSUPP,
+            &format!(
+                "on a network filesystem ({fs}), where flock is emulated and a \
+                 partition can leave two holders; pass allowNetworkFs: true to \
+                 lock it anyway"
+            ),
+        ),
+    }
+}
+
+fn check_mode(mode: u32) -> Result<u32> {
+    if mode > 0o777 {
+        return Err(coded(
+            "ERR_OUT_OF_RANGE",
+            format!("mode must be in 0..=0o777, got {mode:#o}"),
+        ));
+    }
+    Ok(mode)
+}
+
+fn open(path: &str, mode: u32, allow_network_fs: bool) -> Result<LockFile> {
+    LockFile::open(Path::new(path), check_mode(mode)?, allow_network_fs).map_err(open_err)
+}
+
+/// The native side of a `ProcessLock`, and of a wait for one.
+#[napi]
+pub struct NativeLock {
+    /// Filled when the lock is ours (at once for `lockTry`, by the waiter
+    /// thread for `lockWait`). Dropping the handle releases it: a worker
+    /// whose environment ends releases its locks cleanly.
+    held: Arc<Mutex<Option<Acquired>>>,
+    waiter: Mutex<Option<Waiter>>,
+}
+
+fn guard<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[napi]
+impl NativeLock {
+    /// The record found in the file when the lock was taken ('' if none).
+    #[napi(getter)]
+    pub fn previous(&self) -> String {
+        guard(&self.held)
+            .as_ref()
+            .map(|a| String::from_utf8_lossy(&a.previous).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// Our own record, as written.
+    #[napi(getter)]
+    pub fn record(&self) -> String {
+        guard(&self.held)
+            .as_ref()
+            .map(|a| a.record.clone())
+            .unwrap_or_default()
+    }
+
+    /// Ends a pending wait. true: it will end 'cancelled' and never take the
+    /// lock; false: it has already taken it (or failed), and its end says so.
+    #[napi]
+    pub fn cancel(&self) -> bool {
+        match guard(&self.waiter).as_ref() {
+            Some(w) => w.cancel() == Cancel::Cancelled,
+            None => false,
+        }
+    }
+
+    /// After the wait's end arrived: reap its thread (it has nothing left to
+    /// do but exit, so this returns at once).
+    #[napi]
+    pub fn join(&self) {
+        if let Some(w) = guard(&self.waiter).as_mut() {
+            w.join();
+        }
+    }
+
+    /// Truncates the record and unlocks. Idempotent; never throws.
+    #[napi]
+    pub fn release(&self) {
+        if let Some(a) = guard(&self.held).as_mut() {
+            a.lock.release();
+        }
+    }
+}
+
+/// Takes the lock if it is free now. Otherwise says what kept it out:
+/// 'held' (an exclusive holder) or 'shared' (only shared locks, through a
+/// short grace: a `readLock` probe, or another program's `LOCK_SH`).
+#[napi]
+pub fn lock_try(
+    path: String,
+    mode: u32,
+    allow_network_fs: bool,
+    purpose: Option<String>,
+) -> Result<Either<NativeLock, &'static str>> {
+    let file = open(&path, mode, allow_network_fs)?;
+    let found = lock::try_acquire(file, purpose.as_deref()).map_err(|e| os_err(&e, "flock"))?;
+    Ok(match found {
+        Try::Acquired(a) => Either::A(NativeLock {
+            held: Arc::new(Mutex::new(Some(a))),
+            waiter: Mutex::new(None),
+        }),
+        Try::Held => Either::B("held"),
+        Try::SharedOnly => Either::B("shared"),
+    })
+}
+
+#[napi(object)]
+pub struct NativeWaitEnd {
+    /// 'acquired' | 'cancelled' | 'error'
+    pub outcome: String,
+    /// A coded message (`[CODE] ...`) for 'error'.
+    pub error: Option<String>,
+}
+
+type WaitCallback = ThreadsafeFunction<NativeWaitEnd, (), NativeWaitEnd, Status, false>;
+
+/// Waits for the lock on a thread of its own; `on_done` gets the end once.
+/// The pending callback keeps the event loop alive, as a pending timer would.
+#[napi]
+pub fn lock_wait(
+    path: String,
+    mode: u32,
+    allow_network_fs: bool,
+    purpose: Option<String>,
+    on_done: Function<NativeWaitEnd, ()>,
+) -> Result<NativeLock> {
+    let file = open(&path, mode, allow_network_fs)?;
+    let callback: WaitCallback = on_done
+        .build_threadsafe_function()
+        .callee_handled::<false>()
+        .build()?;
+    let held = Arc::new(Mutex::new(None));
+    let slot = held.clone();
+    let done = Box::new(move |end: WaitEnd| {
+        let end = match end {
+            WaitEnd::Acquired(a) => {
+                *guard(&slot) = Some(a);
+                NativeWaitEnd {
+                    outcome: "acquired".into(),
+                    error: None,
+                }
+            }
+            WaitEnd::Cancelled => NativeWaitEnd {
+                outcome: "cancelled".into(),
+                error: None,
+            },
+            WaitEnd::Failed(e) => NativeWaitEnd {
+                outcome: "error".into(),
+                error: Some(os_err(&e, "flock").reason),
+            },
+        };
+        // If the environment is gone the call fails; the handle's drop (or
+        // this closure's, holding the last reference) then releases the lock.
+        callback.call(end, ThreadsafeFunctionCallMode::NonBlocking);
+    });
+    let waiter = lock::wait(file, purpose, done).map_err(|e| os_err(&e, "pthread_create"))?;
+    Ok(NativeLock {
+        held,
+        waiter: Mutex::new(Some(waiter)),
+    })
+}
+
+#[napi(object)]
+pub struct NativeLockInfo {
+    pub exists: bool,
+    pub held: bool,
+    pub record: String,
+}
+
+/// Never takes the lock, never blocks, never creates the file.
+#[napi]
+pub fn lock_read(path: String) -> Result<NativeLockInfo> {
+    let seen = lock::read(Path::new(&path)).map_err(open_err)?;
+    Ok(match seen {
+        Some(o) => NativeLockInfo {
+            exists: true,
+            held: o.held,
+            record: String::from_utf8_lossy(&o.record).into_owned(),
+        },
+        None => NativeLockInfo {
+            exists: false,
+            held: false,
+            record: String::new(),
+        },
+    })
+}
+
+/// Whether the holder a record names runs now: zombie- and reuse-aware, and
+/// false for a holder already on its way out (see `lock::holder_running`).
+#[napi]
+pub fn lock_holder_running(pid: f64, identity: String) -> Result<bool> {
+    let pid = Pid::from_f64(pid).map_err(|e| coded("ERR_OUT_OF_RANGE", e))?;
+    lock::holder_running(pid, &identity).map_err(|e| match e {
+        InfoError::Hidden => coded(
+            "EACCES",
+            "the process exists but /proc (hidepid) does not show it",
+        ),
+        InfoError::Io(e) => os_err(&e, "read"),
+    })
+}

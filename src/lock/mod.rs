@@ -1,0 +1,550 @@
+//! A file lock whose holder is a process.
+//!
+//! Held means an exclusive `flock(2)` on an open file description of the
+//! file, so the kernel is the judge: it drops the lock when the holder's
+//! descriptor closes — on release, on exit by any cause, and on SIGKILL,
+//! while the dead holder is still an unreaped zombie (a dying process closes
+//! its files before it is a zombie as a whole; Node's main thread may show
+//! `Z` a moment earlier, while its other threads still exit). No heartbeat, mtime or timer is involved, so a stalled
+//! event loop can never lose a live holder its lock, and a dead holder can
+//! never pin it. `flock(1)`, Python's `fcntl.flock` and Go's and Rust's file
+//! locks take the same lock.
+//!
+//! Each acquire opens the file anew (`O_CLOEXEC`, never inherited by a
+//! child), so two acquires in one process — two workers, or one thread twice
+//! — hold two open file descriptions and exclude each other like two
+//! processes.
+//!
+//! The file is a record, and it stays: it is never removed or renamed (a
+//! rename would move the locked inode away from the path). Right after
+//! acquiring, the holder writes its record (JSON) in place; a clean release
+//! truncates it before unlocking. A non-empty record found by the next
+//! holder is therefore one whose writer died without releasing.
+//!
+//! Waiting blocks in `flock(LOCK_EX)` on a thread of its own (see
+//! `linux.rs` for how a wait is interrupted), rather than watching the file:
+//! inotify reports a close before the kernel drops the lock in that close
+//! (`fsnotify_close` precedes `locks_remove_file` in `__fput`), and never
+//! reports an unlock without a close, so a watcher could sleep through a
+//! release. A blocked `flock` is woken by the kernel itself, within
+//! microseconds of the release.
+
+#[cfg(target_os = "linux")]
+mod linux;
+#[cfg(target_os = "linux")]
+use linux as os;
+
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::pid::Pid;
+
+/// A record longer than this is not read in full (and so reads as garbage).
+pub const RECORD_MAX: usize = 64 * 1024;
+
+/// How long `tryLock` keeps trying while only shared locks stand in its way.
+/// A `readLock` probe holds one for two system calls; this covers it and a
+/// short preemption between them, and a busy-looking `tryLock` never spins
+/// longer. (`acquireLock` waits in the kernel instead; see `lib/lock.js`.)
+const PROBE_GRACE: Duration = Duration::from_millis(1);
+
+/// Waiter threads block in one system call and write one small record.
+const WAITER_STACK: usize = 64 * 1024;
+
+#[derive(Debug)]
+pub enum OpenError {
+    Os {
+        err: io::Error,
+        op: &'static str,
+    },
+    /// A directory, FIFO, socket or device.
+    NotRegular {
+        directory: bool,
+    },
+    /// Owned by another uid, and we are not root: someone else's file (in
+    /// `/tmp`, say) could be held by its owner forever.
+    OtherOwner {
+        uid: u32,
+    },
+    /// On a network filesystem and not allowed.
+    NetworkFs {
+        fs: &'static str,
+    },
+}
+
+/// An open, checked lock file, not (yet) locked.
+pub struct LockFile {
+    fd: OwnedFd,
+}
+
+impl LockFile {
+    /// Opens `path`, creating it with `mode` (before the umask) if missing.
+    pub fn open(path: &Path, mode: u32, allow_network_fs: bool) -> Result<LockFile, OpenError> {
+        let fd = os::open_for_lock(path, mode, allow_network_fs)?;
+        Ok(LockFile { fd })
+    }
+
+    /// Takes the lock if it is free now. When it is not, a `LOCK_SH |
+    /// LOCK_NB` probe tells who is in the way: it fails only against an
+    /// exclusive holder (busy), and succeeds (and is dropped at once) when
+    /// only shared locks are there — a `readLock` probe, which lasts
+    /// microseconds, or another program's shared lock. Those are waited out
+    /// for `PROBE_GRACE`.
+    fn lock_now(&self) -> io::Result<Now> {
+        let deadline = Instant::now() + PROBE_GRACE;
+        loop {
+            if os::try_lock_exclusive(self.fd.as_fd())? {
+                return Ok(Now::Locked);
+            }
+            if !os::probe_shared(self.fd.as_fd())? {
+                return Ok(Now::HeldExclusive);
+            }
+            if Instant::now() >= deadline {
+                return Ok(Now::HeldShared);
+            }
+            std::thread::yield_now();
+        }
+    }
+}
+
+enum Now {
+    Locked,
+    HeldExclusive,
+    HeldShared,
+}
+
+/// A held lock. Dropping it releases it (see [`HeldLock::release`]); when the
+/// process dies instead, the kernel releases it and the record stays.
+pub struct HeldLock {
+    fd: Option<OwnedFd>,
+}
+
+impl HeldLock {
+    /// Truncates the record, then unlocks and closes. Idempotent. The unlock
+    /// is explicit, not left to the close: a child forked but not yet
+    /// exec'd holds a copy of the descriptor for a moment, and `LOCK_UN`
+    /// releases the lock whoever else holds the file open.
+    pub fn release(&mut self) {
+        if let Some(fd) = self.fd.take() {
+            // A record that cannot be truncated (EIO) is reported by the
+            // next holder as reclaimed from us; the unlock matters more.
+            let _ = os::truncate(fd.as_fd(), 0);
+            let _ = os::unlock(fd.as_fd());
+        }
+    }
+
+    pub fn is_released(&self) -> bool {
+        self.fd.is_none()
+    }
+
+    /// Tests: close without truncating, as a dying process would.
+    #[cfg(test)]
+    fn abandon(mut self) {
+        drop(self.fd.take());
+    }
+}
+
+impl Drop for HeldLock {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// The lock, the record found in the file when it was taken, and ours.
+pub struct Acquired {
+    pub lock: HeldLock,
+    pub previous: Vec<u8>,
+    pub record: String,
+}
+
+/// What [`try_acquire`] found.
+pub enum Try {
+    Acquired(Acquired),
+    /// Another holder has it exclusively.
+    Held,
+    /// Only shared locks kept it out, through the whole grace: a `readLock`
+    /// probe that was preempted, or another program's shared lock. A caller
+    /// that may wait a little does so in the kernel ([`wait`]).
+    SharedOnly,
+}
+
+/// Takes the lock if it is free (see [`LockFile::lock_now`]).
+pub fn try_acquire(file: LockFile, purpose: Option<&str>) -> io::Result<Try> {
+    Ok(match file.lock_now()? {
+        Now::Locked => Try::Acquired(take(file, purpose)?),
+        Now::HeldExclusive => Try::Held,
+        Now::HeldShared => Try::SharedOnly,
+    })
+}
+
+/// We hold the flock: read the previous record, write ours in place.
+fn take(file: LockFile, purpose: Option<&str>) -> io::Result<Acquired> {
+    let mut lock = HeldLock { fd: Some(file.fd) };
+    let fd = lock
+        .fd
+        .as_ref()
+        .map(AsFd::as_fd)
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))?;
+    let result = read_record(fd).and_then(|previous| {
+        let record = record_json(&Record {
+            pid: Pid::current().as_raw(),
+            identity: self_identity(),
+            hostname: &os::hostname(),
+            acquired_at_ms: now_ms(),
+            purpose,
+        });
+        // Written over the old record, then cut to length: a reader never
+        // finds the file empty in between. Usually the file was empty (a
+        // clean release) and there is nothing to cut.
+        os::write_at_start(fd, record.as_bytes())?;
+        if previous.len() > record.len() {
+            os::truncate(fd, record.len() as u64)?;
+        }
+        Ok((previous, record))
+    });
+    match result {
+        Ok((previous, record)) => Ok(Acquired {
+            lock,
+            previous,
+            record,
+        }),
+        Err(e) => {
+            // No record, no lock: a holder nobody can identify helps no one.
+            lock.release();
+            Err(e)
+        }
+    }
+}
+
+/// The record, up to `RECORD_MAX` bytes. A record is a few hundred bytes
+/// (or none): read into a small stack buffer first, since zeroing a fresh
+/// 64 KiB heap buffer on every acquire cost more than all the system calls.
+fn read_record(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<Vec<u8>> {
+    let mut small = [0u8; 4096];
+    let n = os::read_at_start(fd, &mut small)?;
+    if n < small.len() {
+        return Ok(small[..n].to_vec());
+    }
+    let mut buf = vec![0u8; RECORD_MAX];
+    let n = os::read_at_start(fd, &mut buf)?;
+    buf.truncate(n);
+    Ok(buf)
+}
+
+/// This process's identity, as `getProcessInfo(process.pid).identity` gives it.
+fn self_identity() -> &'static str {
+    static ID: OnceLock<String> = OnceLock::new();
+    ID.get_or_init(|| {
+        // Not through the liveness cache: that would keep a pidfd of our own
+        // open for good. An identity that cannot be read (no /proc) leaves the
+        // field empty: other processes then cannot confirm we run, which
+        // affects only what they report, never who holds the lock.
+        crate::proc_info::identity_of(Pid::current())
+            .ok()
+            .flatten()
+            .map(|id| id.encode())
+            .unwrap_or_default()
+    })
+}
+
+fn now_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0)
+}
+
+// ---- the holder record ----------------------------------------------------------
+
+struct Record<'a> {
+    pid: i32,
+    identity: &'a str,
+    hostname: &'a str,
+    acquired_at_ms: u128,
+    purpose: Option<&'a str>,
+}
+
+fn record_json(r: &Record<'_>) -> String {
+    let mut out = String::with_capacity(160 + r.purpose.map_or(0, str::len));
+    out.push_str("{\"pid\":");
+    out.push_str(&r.pid.to_string());
+    out.push_str(",\"identity\":");
+    json_string(&mut out, r.identity);
+    out.push_str(",\"hostname\":");
+    json_string(&mut out, r.hostname);
+    out.push_str(",\"acquiredAt\":");
+    json_string(&mut out, &iso8601(r.acquired_at_ms));
+    out.push_str(",\"purpose\":");
+    match r.purpose {
+        Some(p) => json_string(&mut out, p),
+        None => out.push_str("null"),
+    }
+    out.push_str("}\n");
+    out
+}
+
+fn json_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 || c == '\u{2028}' || c == '\u{2029}' => {
+                out.push_str(&format!("\\u{:04x}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// Milliseconds since the epoch as `Date.prototype.toISOString` writes them.
+fn iso8601(ms: u128) -> String {
+    let secs = (ms / 1000) as i64;
+    let millis = (ms % 1000) as u32;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian
+/// (Howard Hinnant's `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097); // [0, 146096]
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // [0, 365]
+    let mp = (5 * doy + 2) / 153; // [0, 11]
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+// ---- is the recorded holder running? ----------------------------------------------
+
+/// Running as the process the record names (zombie- and reuse-aware), and
+/// not on its way out: a holder killed by a signal releases the lock when
+/// its files close, before it is a zombie, and for those microseconds
+/// `is_running_as` still sees it running (see `exiting`).
+pub fn holder_running(pid: Pid, identity: &str) -> Result<bool, crate::proc_info::InfoError> {
+    if !crate::proc_info::is_running_as(pid, identity)? {
+        return Ok(false);
+    }
+    let Some(id) = crate::proc_info::Identity::decode(identity) else {
+        return Ok(false);
+    };
+    Ok(!os::exiting(pid.as_raw(), id.start_time))
+}
+
+// ---- reading without taking ------------------------------------------------------
+
+/// What a reader sees: whether a process holds the lock now, and the record.
+pub struct Observed {
+    pub held: bool,
+    pub record: Vec<u8>,
+}
+
+/// Never takes the lock, never blocks, never creates the file. `None`: no
+/// such file (not held).
+///
+/// Held is decided by a `LOCK_SH | LOCK_NB` probe, released at once: it
+/// fails only while a process holds the lock exclusively. An acquirer that
+/// meets the probe waits it out (see [`LockFile::lock_now`]).
+///
+/// Not `/proc/locks`: each read of it takes the kernel's lock-table lock for
+/// writing (`percpu_down_write(&file_rwsem)` in `locks_start`), which waits
+/// for an RCU grace period when the lock was idle — 6 to 15 ms per read
+/// measured here, on the JS thread, while every `flock` caller on the machine
+/// waits behind it. It would also need care to be right: it hides locks whose
+/// owner is outside our pid namespace, overlayfs and btrfs print other ids
+/// than `stat` does, and a table longer than one read is not a snapshot.
+pub fn read(path: &Path) -> Result<Option<Observed>, OpenError> {
+    let Some(fd) = os::open_for_read(path)? else {
+        return Ok(None);
+    };
+    let held = !os::probe_shared(fd.as_fd()).map_err(|err| OpenError::Os { err, op: "flock" })?;
+    let record = read_record(fd.as_fd()).map_err(|err| OpenError::Os { err, op: "read" })?;
+    Ok(Some(Observed { held, record }))
+}
+
+// ---- waiting ------------------------------------------------------------------------
+
+pub enum WaitEnd {
+    Acquired(Acquired),
+    /// Cancelled before the lock was ours: nothing is held, the descriptor is
+    /// closed.
+    Cancelled,
+    Failed(io::Error),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Waiting,
+    Cancelled,
+    /// The waiter has the lock (or failed): a cancel comes too late.
+    Done,
+}
+
+struct WaitState {
+    phase: Phase,
+    /// Set while the waiter thread is registered and may block.
+    interrupt: Option<os::InterruptHandle>,
+}
+
+/// What `cancel` achieved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cancel {
+    /// The wait ends with [`WaitEnd::Cancelled`]; the lock was not taken (or,
+    /// if the kernel granted it at that very moment, was dropped at once).
+    Cancelled,
+    /// The waiter already has the lock (or failed); its end says which.
+    TooLate,
+}
+
+/// A wait in progress on a thread of its own.
+pub struct Waiter {
+    shared: Arc<Mutex<WaitState>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Starts waiting for the lock on `file`. `done` runs once, on the waiter
+/// thread, as its last act.
+///
+/// Cancellation and the grant race, and one mutex decides: the thread
+/// leaves `Waiting` (to `Done`) under it only after its `flock` returned,
+/// and `cancel` leaves it (to `Cancelled`) under it and interrupts the
+/// thread while still holding it, so the thread is alive and registered
+/// when signalled. Whichever comes first wins; a grant that loses is
+/// unlocked before `done` reports `Cancelled`.
+pub fn wait(
+    file: LockFile,
+    purpose: Option<String>,
+    done: Box<dyn FnOnce(WaitEnd) + Send>,
+) -> io::Result<Waiter> {
+    let shared = Arc::new(Mutex::new(WaitState {
+        phase: Phase::Waiting,
+        interrupt: None,
+    }));
+    let theirs = shared.clone();
+    let thread = os::spawn_quiet("procward-lock", WAITER_STACK, move || {
+        let end = run_wait(file, purpose.as_deref(), &theirs);
+        done(end);
+    })?;
+    Ok(Waiter {
+        shared,
+        thread: Some(thread),
+    })
+}
+
+fn lock_state(shared: &Mutex<WaitState>) -> std::sync::MutexGuard<'_, WaitState> {
+    shared.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn run_wait(file: LockFile, purpose: Option<&str>, shared: &Mutex<WaitState>) -> WaitEnd {
+    let intr = match os::Interruptible::register(file.fd.as_fd()) {
+        Ok(i) => i,
+        Err(e) => return finish_failed(shared, e),
+    };
+    {
+        let mut st = lock_state(shared);
+        if st.phase == Phase::Cancelled {
+            return WaitEnd::Cancelled;
+        }
+        st.interrupt = Some(intr.handle());
+    }
+    let blocked = intr.lock_exclusive(file.fd.as_fd());
+    let won = {
+        let mut st = lock_state(shared);
+        st.interrupt = None;
+        match (st.phase, blocked) {
+            (Phase::Waiting, Ok(())) => {
+                st.phase = Phase::Done;
+                Ok(())
+            }
+            (Phase::Waiting, Err(os::Blocked::Os(e))) => {
+                st.phase = Phase::Done;
+                Err(Some(e))
+            }
+            // Cancelled (an interrupt implies it): whatever flock said.
+            _ => Err(None),
+        }
+    };
+    // Unregistered only now, after the phase left Waiting: no cancel can
+    // signal this slot any more.
+    drop(intr);
+    match won {
+        Ok(()) => match take(file, purpose) {
+            Ok(acquired) => WaitEnd::Acquired(acquired),
+            Err(e) => WaitEnd::Failed(e),
+        },
+        Err(Some(e)) => WaitEnd::Failed(e),
+        Err(None) => {
+            // The kernel may have just granted it. Unlock explicitly (a close
+            // alone would leave it held while a child forked but not yet
+            // exec'd has a copy of the descriptor); EBADF if the interrupt
+            // handler already unlocked and swapped the descriptor out.
+            let _ = os::unlock(file.fd.as_fd());
+            drop(file);
+            WaitEnd::Cancelled
+        }
+    }
+}
+
+fn finish_failed(shared: &Mutex<WaitState>, e: io::Error) -> WaitEnd {
+    let mut st = lock_state(shared);
+    if st.phase == Phase::Cancelled {
+        return WaitEnd::Cancelled;
+    }
+    st.phase = Phase::Done;
+    WaitEnd::Failed(e)
+}
+
+impl Waiter {
+    pub fn cancel(&self) -> Cancel {
+        let mut st = lock_state(&self.shared);
+        match st.phase {
+            Phase::Waiting => {
+                st.phase = Phase::Cancelled;
+                if let Some(intr) = st.interrupt {
+                    intr.interrupt();
+                }
+                Cancel::Cancelled
+            }
+            Phase::Cancelled => Cancel::Cancelled,
+            Phase::Done => Cancel::TooLate,
+        }
+    }
+
+    /// Waits for the thread to exit. Call it once `done` has run: the
+    /// thread has then nothing left to do but return.
+    pub fn join(&mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Waiter {
+    /// A wait nobody can hear the end of (its environment is gone) must not
+    /// take the lock later and keep it forever.
+    fn drop(&mut self) {
+        self.cancel();
+    }
+}
+
+#[cfg(test)]
+mod tests;
