@@ -20,7 +20,9 @@ export type Signal = NodeJS.Signals | number
  * `process.kill(pid, 0)` says it is). With `identity`, false when the pid now
  * belongs to a different process (pid reuse). Synchronous; takes microseconds.
  *
- * @throws {TypeError} pid not a number, or identity not a string.
+ * @throws {TypeError} pid not a number, or identity not a string, or an
+ *   identity that no process could have (empty, garbled):
+ *   `code: 'ERR_INVALID_ARG_VALUE'`.
  * @throws {RangeError} pid not an integer in 1..=4194304.
  */
 export declare function isProcessRunning(pid: number, identity?: string): boolean
@@ -277,7 +279,7 @@ export interface StopResult {
   /**
    * True when a bare-pid stop with `identity` found a live process on the pid
    * that is not the one `identity` names (the pid was reused; a malformed
-   * `identity` counts too): `outcome` is then 'already-exited' and nothing
+   * `identity` is refused with a TypeError instead): `outcome` is then 'already-exited' and nothing
    * was sent. False otherwise, for our own children always.
    */
   pidReused: boolean

@@ -470,3 +470,21 @@ describe('uid and gid', () => {
     expect(res.children.trim()).toBe('')
   })
 })
+
+describe('options are read once', () => {
+  it('a getter that changes its answer after validation cannot leave a child without a handle', () => {
+    const ac = new AbortController()
+    let reads = 0
+    const options = {
+      stdio: 'ignore' as const,
+      get signal() {
+        reads++
+        return reads <= 1 ? ac.signal : ({ aborted: false } as AbortSignal)
+      },
+    }
+    const p = sup('sleep', ['100'], options)
+    expect(reads).toBe(1)
+    ac.abort()
+    return p.exited.then((info) => expect(info.signal).toBe('SIGTERM'))
+  })
+})

@@ -237,7 +237,9 @@ describe('pidReused', () => {
     const parent = others.spawn(join(FIXTURES, 'zombie-parent.sh'), [])
     const zombie = Number(await firstLine(parent))
     await waitFor(() => procState(zombie) === 'Z', 5000, 'the zombie')
-    expect(await stopSupervisedProcess(zombie, { identity: 'not-its-identity' })).toMatchObject({
+    expect(
+      await stopSupervisedProcess(zombie, { identity: getProcessInfo(process.pid)?.identity as string }),
+    ).toMatchObject({
       outcome: 'already-exited',
       pidReused: false,
     })
@@ -261,10 +263,14 @@ describe('pidReused', () => {
     expect(await own.stop()).toMatchObject({ outcome: 'already-exited', pidReused: false })
   })
 
-  it('a live pid with a malformed identity counts as reused, and is left alone', async () => {
+  it('a malformed identity is refused before anything is sent, and the process is left alone', async () => {
     const target = others.spawn('sleep', ['100'])
-    const r = await stopSupervisedProcess(target.pid as number, { identity: 'garbage' })
-    expect(r).toMatchObject({ outcome: 'already-exited', pidReused: true, signals: [] })
+    for (const identity of ['garbage', '']) {
+      await expect(stopSupervisedProcess(target.pid as number, { identity })).rejects.toMatchObject({
+        name: 'TypeError',
+        code: 'ERR_INVALID_ARG_VALUE',
+      })
+    }
     expect(aliveInProcTable(target.pid as number)).toBe(true)
   })
 })

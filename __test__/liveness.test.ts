@@ -173,15 +173,20 @@ describe('identity', () => {
     expect(a).toMatchObject({ pid, ppid: process.pid, name: 'sleep' })
   })
 
-  it('differs between processes, and a foreign or garbled identity does not match', () => {
+  it('differs between processes; a foreign identity does not match, a garbled one is refused', () => {
     const x = spawned.spawn('sleep', ['100']).pid as number
     const y = spawned.spawn('sleep', ['100']).pid as number
     const ix = getProcessInfo(x)?.identity as string
     const iy = getProcessInfo(y)?.identity as string
     expect(ix).not.toBe(iy)
     expect(isProcessRunning(x, iy)).toBe(false)
-    expect(isProcessRunning(x, '')).toBe(false)
-    expect(isProcessRunning(x, 'not an identity')).toBe(false)
+    // An empty or garbled identity is the caller's bug (a truncated pidfile):
+    // "not running" would hide it, so it throws, naming the value.
+    for (const bad of ['', 'not an identity', 'p1:', 'p1:abc:12', `${ix}:extra`]) {
+      expect(() => isProcessRunning(x, bad)).toThrow(
+        expect.objectContaining({ name: 'TypeError', code: 'ERR_INVALID_ARG_VALUE' }),
+      )
+    }
     // Another boot's identity for the same process never matches.
     const otherBoot = ix.replace(/^p1:[0-9a-f]+:/, 'p1:00000000000000000000000000000000:')
     expect(otherBoot).not.toBe(ix)

@@ -160,7 +160,11 @@ function nativeSpawnOptions(options) {
   if (options !== undefined && (options === null || typeof options !== 'object')) {
     throw typeError(`options must be an object, got ${validate.describe(options)}`)
   }
-  const o = options ?? {}
+  // Every option is read exactly once, here: a getter that answers
+  // differently on a second read (or throws) cannot make the validated value
+  // and the used one differ, nor fail after the child was started.
+  const o = { ...(options ?? {}) }
+  if (o.stop !== null && typeof o.stop === 'object') o.stop = { ...o.stop }
   rejectUnknownKeys(o, SPAWN_KEYS, 'options')
   const cwd = o.cwd === undefined ? undefined : noNul(o.cwd, 'options.cwd')
   // No env given: on the main thread process.env *is* the process

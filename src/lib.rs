@@ -46,6 +46,23 @@ fn to_pid(value: f64) -> Result<Pid> {
     Pid::from_f64(value).map_err(|e| coded("ERR_OUT_OF_RANGE", e))
 }
 
+/// An identity must be one `getProcessInfo` could have produced. A stored
+/// one that is empty or garbled (a truncated pidfile, a field mix-up) is the
+/// caller's bug: answering "not running" or "already exited" would hide it
+/// and leave the process it meant running, so it is refused instead.
+fn check_identity(identity: Option<&str>) -> Result<()> {
+    match identity {
+        Some(id) if proc_info::Identity::decode(id).is_none() => Err(coded(
+            "ERR_INVALID_ARG_VALUE",
+            format!(
+                "identity {:?} is not a process identity (take it from getProcessInfo(pid).identity)",
+                id.chars().take(60).collect::<String>()
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 fn info_err(err: InfoError) -> napi::Error {
     match err {
         InfoError::Hidden => coded(
@@ -60,6 +77,7 @@ fn info_err(err: InfoError) -> napi::Error {
 #[napi]
 pub fn is_process_running(pid: f64, identity: Option<String>) -> Result<bool> {
     let pid = to_pid(pid)?;
+    check_identity(identity.as_deref())?;
     match identity {
         None => proc_info::is_running(pid).map_err(|e| io_err(&e, "read /proc")),
         Some(id) => proc_info::is_running_as(pid, &id).map_err(info_err),
@@ -613,6 +631,7 @@ pub fn stop_pid<'env>(
     }
     let plan = stop_plan(&options)?;
     let group = options.group.unwrap_or(false);
+    check_identity(identity.as_deref())?;
     let escalation = control.escalation.clone();
     env.spawn_future(async move {
         let identity = identity.as_deref();
