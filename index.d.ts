@@ -307,7 +307,8 @@ export interface StopResult {
  * An aborted `signal` rejects with an `AbortError` and leaves no fd or task
  * behind (`AbortSignal.timeout(ms)` gives a timeout).
  *
- * @throws {TypeError} pid not a number, identity not a string, unknown option.
+ * @throws {TypeError} pid not a number, identity not a string, unknown option;
+ *   a garbled identity (`code: 'ERR_INVALID_ARG_VALUE'`).
  * @throws {RangeError} pid not an integer in 1..=4194304, or this process's own pid.
  */
 export declare function waitForExit(pid: number, options?: WaitForExitOptions): Promise<WaitForExitResult>

@@ -104,13 +104,15 @@ describe('waitForExit', () => {
     expect(isProcessRunning(pid)).toBe(true)
   })
 
-  it('an identity from elsewhere (garbage, another boot) never matches a live process', async () => {
+  it('an identity from another boot never matches a live process; a garbled one is refused', async () => {
     const pid = await grandchild('exec sleep 100')
     const live = getProcessInfo(pid)?.identity as string
     const otherBoot = live.replace(/^p1:[0-9a-f]+:/, 'p1:00000000000000000000000000000000:')
-    for (const identity of ['garbage', otherBoot]) {
-      expect(await waitForExit(pid, { identity })).toEqual({ pid, pidReused: true, exit: null })
-    }
+    expect(await waitForExit(pid, { identity: otherBoot })).toEqual({ pid, pidReused: true, exit: null })
+    await expect(waitForExit(pid, { identity: 'garbage' })).rejects.toMatchObject({
+      name: 'TypeError',
+      code: 'ERR_INVALID_ARG_VALUE',
+    })
     expect(aliveInProcTable(pid)).toBe(true)
   })
 

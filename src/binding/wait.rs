@@ -6,7 +6,7 @@ use tokio::sync::watch;
 
 use crate::errors::{coded, io_err};
 use crate::pid::Pid;
-use crate::{exit_info, to_pid, NativeExitInfo};
+use crate::{check_identity, exit_info, to_pid, NativeExitInfo};
 
 #[napi(object)]
 pub struct NativeWaitResult {
@@ -51,6 +51,7 @@ impl NativeExitWait {
         identity: Option<String>,
     ) -> Result<Option<NativeWaitResult>> {
         let pid = to_pid(pid)?;
+        check_identity(identity.as_deref())?;
         if pid == Pid::current() {
             return Err(coded(
                 "ERR_OUT_OF_RANGE",

@@ -72,7 +72,7 @@ fn running(pid: Pid, identity: Option<&str>) -> io::Result<bool> {
 }
 
 /// Is `current` the process `wanted` names? A string that is no identity
-/// names no process.
+/// names no process (the binding refuses one before it gets here).
 pub fn same_process(current: &Identity, wanted: &str) -> bool {
     Identity::decode(wanted).is_some_and(|w| current.same_process(&w))
 }
