@@ -568,22 +568,35 @@ export interface SupervisorStateRecord {
  * Two acquires in one process (one thread or two workers) exclude each other.
  *
  * The file is created if missing (`mode`, default 0o600, before the umask;
- * the directory must exist), then holds the holder's record as JSON. It is
- * never removed. A lock ends with `release()` or with its process or worker
+ * the directory must exist), then holds the holder's record as JSON. The
+ * file is procward's: empty or a record — acquiring overwrites it and
+ * `release()` empties it, so never lock a data file itself. It must not be
+ * removed or replaced while held: the next acquirer then takes what the path
+ * names now, and the old holder's lock no longer counts. A lock ends with `release()` or with its process or worker
  * thread, never with a garbage collection.
  *
  * @throws {TypeError} a non-string, empty or NUL-containing path; bad or
  *   unknown options (`code: 'ERR_INVALID_ARG_TYPE' | 'ERR_INVALID_ARG_VALUE'`).
- * @throws {RangeError} `wait` outside 0..2^31−1 ms, `mode` outside 0..0o777.
+ * @throws {RangeError} `wait` outside 0..2^31−1 ms, `mode` outside 0..0o777
+ *   or without owner read and write (0o600).
  * @throws {LockedError} `code: 'ELOCKED'` when held (after `wait` ms, if given).
  * @throws {Error} `name: 'AbortError'` when `signal` aborts first.
  * @throws {Error} `code: 'ELOOP'` (a symlink), `'EISDIR'` / `'EINVAL'` (not a
- *   regular file), `'EPERM'` (owned by another uid, and we are not root),
- *   `'ENOTSUP'` (a network filesystem), `'ENOENT'`, `'EACCES'`… from the OS.
+ *   regular file, or a file on a kernel pseudo-filesystem: proc, sysfs,
+ *   cgroup…), `'EINVAL'` with `syscall: 'pread'` (not empty and not a
+ *   procward record: left untouched), `'EPERM'` (owned by another uid and we
+ *   are not root, or more than one hard link), `'ENOTSUP'` (a network
+ *   filesystem), `'EAGAIN'` (the file kept being replaced; no free real-time
+ *   signal or 1024 waits in progress, for a wait), `'ENOENT'`, `'EACCES'`…
+ *   from the OS.
  */
 export declare function acquireLock(path: string, options?: AcquireLockOptions): Promise<ProcessLock>
 
-/** Never waits: the lock, or null when another holder has it. Throws as `acquireLock`. */
+/**
+ * Never waits: the lock, or null when another holder has it (also a foreign
+ * shared flock). Kept out only by shared locks, it retries for up to 10 ms
+ * (a `readLock` probe in the way). Throws as `acquireLock`.
+ */
 export declare function tryLock(path: string, options?: TryLockOptions): ProcessLock | null
 
 /**
@@ -595,7 +608,10 @@ export declare function readLock(path: string): LockInfo
 export interface TryLockOptions {
   /** Free text stored with the holder, e.g. 'resync alice'. At most 4096 characters. */
   purpose?: string | null | undefined
-  /** File mode when the file is created, before the umask. Default 0o600. */
+  /**
+   * File mode when the file is created, before the umask. Default 0o600;
+   * must include owner read and write (0o600).
+   */
   mode?: number | undefined
   /**
    * Lock a file on NFS, CIFS/SMB, AFS or 9p anyway. There flock is emulated
@@ -633,7 +649,10 @@ export interface LockHolder {
 }
 
 export interface LockInfo {
-  /** A process holds the lock (exclusively) right now. */
+  /**
+   * A process holds the lock exclusively right now. Another program's
+   * shared flock (`flock -s`) reads as false, yet keeps acquirers out.
+   */
   held: boolean
   /** The record in the file: the holder, or one that died without releasing. */
   holder: LockHolder | null

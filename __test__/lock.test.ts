@@ -3,11 +3,13 @@ import {
   chmodSync,
   chownSync,
   existsSync,
+  linkSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
   readlinkSync,
+  renameSync,
   rmSync,
   statSync,
   symlinkSync,
@@ -507,6 +509,10 @@ describe('options', () => {
     ['{ mode: 0o1000 }', { mode: 0o1000 }, RangeError, 'ERR_OUT_OF_RANGE'],
     ['{ mode: -1 }', { mode: -1 }, RangeError, 'ERR_OUT_OF_RANGE'],
     ['{ mode: 1.5 }', { mode: 1.5 }, RangeError, 'ERR_OUT_OF_RANGE'],
+    ['{ mode: 0 }', { mode: 0 }, RangeError, 'ERR_OUT_OF_RANGE'],
+    ['{ mode: -0 }', { mode: -0 }, RangeError, 'ERR_OUT_OF_RANGE'],
+    ['{ mode: 0o400 } (no owner write)', { mode: 0o400 }, RangeError, 'ERR_OUT_OF_RANGE'],
+    ['{ mode: 0o277 } (no owner read)', { mode: 0o277 }, RangeError, 'ERR_OUT_OF_RANGE'],
     ["{ mode: '600' }", { mode: '600' }, TypeError, 'ERR_INVALID_ARG_TYPE'],
     ['{ purpose: 7 }', { purpose: 7 }, TypeError, 'ERR_INVALID_ARG_TYPE'],
     ['{ purpose: 4097 characters }', { purpose: 'x'.repeat(4097) }, RangeError, 'ERR_OUT_OF_RANGE'],
@@ -641,13 +647,24 @@ describe('readLock', () => {
     })
   })
 
-  it('reads a garbage record as no holder', () => {
+  it('reads a foreign file as no holder, and never overwrites it', async () => {
     const path = lockPath()
     writeFileSync(path, '12345\n', { mode: 0o600 })
     expect(readLock(path)).toEqual({ held: false, holder: null, holderRunning: null })
-    const lock = tryLock(path)
-    expect(lock?.reclaimedFrom).toBeNull()
-    lock?.release()
+    expect(caught(() => tryLock(path))).toMatchObject({ code: 'EINVAL', syscall: 'pread', path })
+    await expect(acquireLock(path, { wait: true })).rejects.toMatchObject({ code: 'EINVAL', path })
+    expect(readFileSync(path, 'utf8')).toBe('12345\n')
+  })
+
+  it('takes over a record torn by a holder killed mid-write, as no holder', () => {
+    for (const torn of ['{', '{"pid":', '{"pid":12', '{"pid":1,"identity":"p']) {
+      const path = lockPath()
+      writeFileSync(path, torn, { mode: 0o600 })
+      expect(readLock(path)).toEqual({ held: false, holder: null, holderRunning: null })
+      const lock = tryLock(path) as ProcessLock
+      expect(lock.reclaimedFrom).toBeNull()
+      lock.release()
+    }
   })
 
   it("another program's shared lock: not held, yet it keeps acquirers out; wait: false waits it out briefly", async () => {
@@ -703,6 +720,71 @@ describe('readLock', () => {
     const counts = JSON.parse(await next())
     expect(counts.free).toBeGreaterThan(0)
     expect(taken).toBeGreaterThan(0)
+  })
+})
+
+describe("the file is procward's", () => {
+  for (const how of ['renamed over', 'removed'] as const) {
+    it(`a waiter never ends up holding a file that was ${how} while it waited`, async () => {
+      const path = lockPath()
+      const holder = await startHolder(path)
+      const waiting = acquireLock(path, { wait: true })
+      await sleep(50)
+      if (how === 'removed') rmSync(path)
+      else {
+        writeFileSync(`${path}.new`, '', { mode: 0o600 })
+        renameSync(`${path}.new`, path)
+      }
+      holder.child.stdin?.write('release\n')
+      expect(await holder.next()).toBe('released')
+      const lock = await waiting
+      // What the path names is what it holds: nobody else gets it now.
+      expect(tryLock(path)).toBeNull()
+      const other = await run(process.execPath, [
+        '-e',
+        `console.log(require(${JSON.stringify(PROCWARD)}).tryLock(${JSON.stringify(path)}) === null)`,
+      ])
+      expect(other.stdout.trim()).toBe('true')
+      expect(readLock(path)).toMatchObject({ held: true, holder: { pid: process.pid } })
+      lock.release()
+    })
+  }
+
+  it('a file replaced while held: the next acquirer takes the new file, the old lock no longer counts', () => {
+    const path = lockPath()
+    const a = tryLock(path) as ProcessLock
+    writeFileSync(`${path}.new`, '', { mode: 0o600 })
+    renameSync(`${path}.new`, path)
+    expect(readLock(path)).toEqual({ held: false, holder: null, holderRunning: null })
+    const b = tryLock(path) as ProcessLock
+    expect(b).not.toBeNull()
+    expect(readLock(path)).toMatchObject({ held: true, holder: { pid: process.pid } })
+    a.release()
+    expect(readLock(path).held).toBe(true)
+    b.release()
+  })
+
+  it('refuses a data file, a hard link and kernel files, and writes nothing into them', async () => {
+    const data = lockPath()
+    writeFileSync(data, 'important', { mode: 0o600 })
+    expect(caught(() => tryLock(data))).toMatchObject({ code: 'EINVAL', path: data })
+    expect(readFileSync(data, 'utf8')).toBe('important')
+
+    const target = lockPath()
+    writeFileSync(target, '', { mode: 0o600 })
+    const link = lockPath()
+    linkSync(target, link)
+    expect(caught(() => tryLock(link))).toMatchObject({ code: 'EPERM', syscall: 'open', path: link })
+    await expect(acquireLock(target, { wait: true })).rejects.toMatchObject({ code: 'EPERM' })
+    expect(readFileSync(target, 'utf8')).toBe('')
+
+    // Not 'flock': refused before any read.
+    expect(caught(() => tryLock('/proc/self/status'))).toMatchObject({ code: 'EINVAL', syscall: 'open' })
+    const hostname = readFileSync('/proc/sys/kernel/hostname', 'utf8')
+    const err = caught(() => tryLock('/proc/sys/kernel/hostname'))
+    // As root: refused as a kernel file; otherwise already as another uid's.
+    expect(err).toMatchObject({ code: isRoot ? 'EINVAL' : 'EPERM' })
+    expect(readFileSync('/proc/sys/kernel/hostname', 'utf8')).toBe(hostname)
   })
 })
 

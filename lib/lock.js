@@ -58,8 +58,13 @@ function checkOptions(options = {}, keys, fn) {
   }
   const mode = options.mode ?? DEFAULT_MODE
   if (typeof mode !== 'number') throw typeError(`options.mode must be a number, got ${validate.describe(mode)}`)
-  if (!Number.isInteger(mode) || mode < 0 || mode > 0o777) {
-    throw rangeError(`options.mode must be an integer in 0..0o777, got ${String(mode)}`)
+  // The owner must be able to read and write it: the record is rewritten by
+  // every acquire, and a file its own creator cannot open is a lock nobody
+  // but root can take again.
+  if (!Number.isInteger(mode) || mode < 0 || mode > 0o777 || (mode & 0o600) !== 0o600) {
+    throw rangeError(
+      `options.mode must be an integer in 0..0o777 with owner read and write (0o600), got ${Object.is(mode, -0) ? '-0' : String(mode)}`,
+    )
   }
   const purpose = options.purpose ?? null
   if (purpose !== null && typeof purpose !== 'string') {

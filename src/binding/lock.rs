@@ -29,7 +29,11 @@ fn os_err(err: &io::Error, syscall: &str) -> napi::Error {
 /// A refusal of ours, dressed as the errno that says it best, with our own
 /// words for it.
 fn refused(errno: i32, reason: &str) -> napi::Error {
-    system_err(errno, "open", &format!(",\"reason\":{}", json_str(reason)))
+    refused_in(errno, "open", reason)
+}
+
+fn refused_in(errno: i32, syscall: &str, reason: &str) -> napi::Error {
+    system_err(errno, syscall, &format!(",\"reason\":{}", json_str(reason)))
 }
 
 fn open_err(e: OpenError) -> napi::Error {
@@ -54,14 +58,52 @@ fn open_err(e: OpenError) -> napi::Error {
                  lock it anyway"
             ),
         ),
+        OpenError::PseudoFs { fs } => refused(
+            libc::EINVAL,
+            &format!(
+                "on a kernel pseudo-filesystem ({fs}): its files are kernel \
+                 interfaces, not lock files, and the holder record would be \
+                 written into one"
+            ),
+        ),
+        OpenError::HardLinked { links } => refused(
+            libc::EPERM,
+            &format!(
+                "the file has {links} hard links: the holder record would \
+                 overwrite the file its other names stand for"
+            ),
+        ),
+        OpenError::Foreign => refused_in(
+            libc::EINVAL,
+            "pread",
+            "the file holds data that is not a procward lock record; a lock \
+             file must be empty or hold a record, since acquiring overwrites \
+             it and releasing empties it (lock a separate file beside your data)",
+        ),
+        OpenError::Replaced => refused(
+            libc::EAGAIN,
+            "the lock file was removed or replaced 100 times in a row while \
+             taking its lock; something keeps replacing it",
+        ),
+        OpenError::NoSignal => refused_in(
+            libc::EAGAIN,
+            "sigaction",
+            "no real-time signal is free to interrupt lock waits with (every \
+             one has a handler); wait: true or a number of ms is unavailable",
+        ),
+        OpenError::TooManyWaiters { max } => refused_in(
+            libc::EAGAIN,
+            "pthread_create",
+            &format!("{max} lock waits are already in progress in this process"),
+        ),
     }
 }
 
 fn check_mode(mode: u32) -> Result<u32> {
-    if mode > 0o777 {
+    if mode > 0o777 || mode & 0o600 != 0o600 {
         return Err(coded(
             "ERR_OUT_OF_RANGE",
-            format!("mode must be in 0..=0o777, got {mode:#o}"),
+            format!("mode must be in 0..=0o777 with owner read and write (0o600), got {mode:#o}"),
         ));
     }
     Ok(mode)
@@ -144,7 +186,7 @@ pub fn lock_try(
     purpose: Option<String>,
 ) -> Result<Either<NativeLock, &'static str>> {
     let file = open(&path, mode, allow_network_fs)?;
-    let found = lock::try_acquire(file, purpose.as_deref()).map_err(|e| os_err(&e, "flock"))?;
+    let found = lock::try_acquire(file, purpose.as_deref()).map_err(open_err)?;
     Ok(match found {
         Try::Acquired(a) => Either::A(NativeLock {
             held: Arc::new(Mutex::new(Some(a))),
@@ -197,7 +239,7 @@ pub fn lock_wait(
             },
             WaitEnd::Failed(e) => NativeWaitEnd {
                 outcome: "error".into(),
-                error: Some(os_err(&e, "flock").reason),
+                error: Some(open_err(e).reason),
             },
         };
         // If the environment is gone the call fails; the handle's drop (or

@@ -122,6 +122,32 @@ pub(super) fn network_fs_name(magic: u32) -> Option<&'static str> {
     }
 }
 
+/// Kernel pseudo-filesystems: their "regular files" are kernel interfaces
+/// (`/proc/sys/kernel/hostname`, cgroup controls, sysfs attributes), where
+/// writing a record would change the system, not a file.
+pub(super) fn pseudo_fs_name(magic: u32) -> Option<&'static str> {
+    match magic {
+        0x0000_9fa0 => Some("proc"),
+        0x6265_6572 => Some("sysfs"),
+        0x0027_e0eb => Some("cgroup"),
+        0x6367_7270 => Some("cgroup2"),
+        0x6462_6720 => Some("debugfs"),
+        0x7472_6163 => Some("tracefs"),
+        0x7363_6673 => Some("securityfs"),
+        0x6265_6570 => Some("configfs"),
+        0xcafe_4a11 => Some("bpf"),
+        0x6165_676c => Some("pstore"),
+        0xde5e_81e4 => Some("efivarfs"),
+        0xf97c_ff8c => Some("selinuxfs"),
+        0x4341_5d53 => Some("smackfs"),
+        0x4249_4e4d => Some("binfmt_misc"),
+        0x6573_5543 => Some("fusectl"),
+        0x6759_6969 => Some("rpc_pipefs"),
+        0x6e73_6673 => Some("nsfs"),
+        _ => None,
+    }
+}
+
 fn file_type(st: &libc::stat) -> libc::mode_t {
     st.st_mode & libc::S_IFMT
 }
@@ -145,7 +171,20 @@ fn check_owner(st: &libc::stat) -> Result<(), OpenError> {
     Ok(())
 }
 
+/// Another name for the same file would let a lock on one path write its
+/// record into whatever the other name stands for (a hard link to a data
+/// file); as root the owner check does not stop it.
+fn check_links(st: &libc::stat) -> Result<(), OpenError> {
+    if st.st_nlink > 1 {
+        return Err(OpenError::HardLinked { links: st.st_nlink });
+    }
+    Ok(())
+}
+
 fn check_fs(magic: u32, allow_network_fs: bool) -> Result<(), OpenError> {
+    if let Some(fs) = pseudo_fs_name(magic) {
+        return Err(OpenError::PseudoFs { fs });
+    }
     match network_fs_name(magic) {
         Some(fs) if !allow_network_fs => Err(OpenError::NetworkFs { fs }),
         _ => Ok(()),
@@ -177,6 +216,13 @@ pub(super) fn open_for_lock(
         Some(st) => {
             check_kind(&st)?;
             check_owner(&st)?;
+            check_links(&st)?;
+            // Before the open: opening some kernel files has effects of its
+            // own. The last component is not a symlink (lstat said so), so
+            // this is the file's own filesystem; a swap in between is caught
+            // on the open fd below.
+            let magic = fs_magic_of_path(&c).map_err(os("statfs"))?;
+            check_fs(magic, allow_network_fs)?;
         }
         None => {
             // About to create it: refuse before leaving a file on a network
@@ -213,6 +259,7 @@ pub(super) fn open_for_lock(
     let st = fstat(fd.as_fd()).map_err(os("fstat"))?;
     check_kind(&st)?;
     check_owner(&st)?;
+    check_links(&st)?;
     let magic = fs_magic_of_fd(fd.as_fd()).map_err(os("fstatfs"))?;
     check_fs(magic, allow_network_fs)?;
     Ok(fd)
@@ -240,6 +287,22 @@ pub(super) fn open_for_read(path: &Path) -> Result<Option<OwnedFd>, OpenError> {
     let st = fstat(fd.as_fd()).map_err(os("fstat"))?;
     check_kind(&st)?;
     Ok(Some(fd))
+}
+
+/// Whether `path` still names the file open on `fd`: not removed (no link
+/// left) and not replaced (a rename over it, an editor's atomic save). A lock
+/// on a file the path no longer names excludes nobody: the next acquirer
+/// opens, and if need be creates, what the path names now.
+pub(super) fn still_named(fd: BorrowedFd<'_>, path: &Path) -> Result<bool, OpenError> {
+    let open = fstat(fd).map_err(os("fstat"))?;
+    if open.st_nlink == 0 {
+        return Ok(false);
+    }
+    let c = c_path(path).map_err(os("lstat"))?;
+    Ok(match lstat(&c).map_err(os("lstat"))? {
+        Some(now) => now.st_dev == open.st_dev && now.st_ino == open.st_ino,
+        None => false,
+    })
 }
 
 // ---- flock --------------------------------------------------------------------
@@ -457,41 +520,48 @@ extern "C" fn on_interrupt(_sig: c_int) {
     unsafe { *libc::__errno_location() = saved };
 }
 
+fn handler_address() -> usize {
+    on_interrupt as extern "C" fn(c_int) as usize
+}
+
+/// The current disposition of `sig` (`sa_sigaction`: a handler address,
+/// `SIG_DFL` or `SIG_IGN`), or None if it cannot be read.
+fn disposition(sig: c_int) -> Option<usize> {
+    let mut old = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
+    // SAFETY: reading the current action into a buffer we own.
+    if unsafe { libc::sigaction(sig, std::ptr::null(), old.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: sigaction succeeded, so the buffer is initialised.
+    Some(unsafe { old.assume_init() }.sa_sigaction)
+}
+
+fn install(sig: c_int) -> bool {
+    let act = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
+    // SAFETY: a zeroed sigaction is a valid starting point.
+    let mut act = unsafe { act.assume_init() };
+    act.sa_sigaction = handler_address();
+    // No SA_RESTART: the blocked flock must return EINTR.
+    act.sa_flags = 0;
+    // SAFETY: fills the mask we own.
+    unsafe { libc::sigfillset(&mut act.sa_mask) };
+    // SAFETY: installs a handler that only touches atomics and calls
+    // async-signal-safe functions.
+    unsafe { libc::sigaction(sig, &act, std::ptr::null_mut()) == 0 }
+}
+
 /// The signal that interrupts waiters: the highest real-time signal nobody
 /// has a handler for, claimed once per process. Real-time signals are left
 /// alone by Node, libuv and V8; their default action (terminate) is replaced
 /// by our no-op-unless-cancelled handler.
-fn interrupt_signal() -> io::Result<c_int> {
-    static SIG: OnceLock<Result<c_int, i32>> = OnceLock::new();
+fn interrupt_signal() -> Result<c_int, OpenError> {
+    static SIG: OnceLock<Option<c_int>> = OnceLock::new();
     SIG.get_or_init(|| {
-        for sig in (libc::SIGRTMIN() + 2..=libc::SIGRTMAX()).rev() {
-            let mut old = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
-            // SAFETY: reading the current action into a buffer we own.
-            if unsafe { libc::sigaction(sig, std::ptr::null(), old.as_mut_ptr()) } != 0 {
-                continue;
-            }
-            // SAFETY: sigaction succeeded, so the buffer is initialised.
-            let old = unsafe { old.assume_init() };
-            if old.sa_sigaction != libc::SIG_DFL {
-                continue;
-            }
-            let act = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
-            // SAFETY: a zeroed sigaction is a valid starting point.
-            let mut act = unsafe { act.assume_init() };
-            act.sa_sigaction = on_interrupt as extern "C" fn(c_int) as usize;
-            // No SA_RESTART: the blocked flock must return EINTR.
-            act.sa_flags = 0;
-            // SAFETY: fills the mask we own.
-            unsafe { libc::sigfillset(&mut act.sa_mask) };
-            // SAFETY: installs a handler that only touches atomics and calls
-            // async-signal-safe functions.
-            if unsafe { libc::sigaction(sig, &act, std::ptr::null_mut()) } == 0 {
-                return Ok(sig);
-            }
-        }
-        Err(libc::EAGAIN)
+        (libc::SIGRTMIN() + 2..=libc::SIGRTMAX())
+            .rev()
+            .find(|&sig| disposition(sig) == Some(libc::SIG_DFL) && install(sig))
     })
-    .map_err(io::Error::from_raw_os_error)
+    .ok_or(OpenError::NoSignal)
 }
 
 fn empty_set() -> libc::sigset_t {
@@ -566,7 +636,7 @@ pub(super) enum Blocked {
 impl Interruptible {
     /// Registers the calling thread, whose signals are all blocked, as a
     /// waiter on `fd`.
-    pub fn register(fd: BorrowedFd<'_>) -> io::Result<Interruptible> {
+    pub fn register(fd: BorrowedFd<'_>) -> Result<Interruptible, OpenError> {
         let sig = interrupt_signal()?;
         let root = c"/";
         // SAFETY: a NUL-terminated path and plain flags.
@@ -575,7 +645,8 @@ impl Interruptible {
                 root.as_ptr(),
                 libc::O_PATH | libc::O_CLOEXEC | libc::O_DIRECTORY,
             )
-        })?;
+        })
+        .map_err(os("open"))?;
         // SAFETY: open just returned this fd, and nothing else owns it.
         let spare = unsafe { OwnedFd::from_raw_fd(raw) };
         let slot = SLOT_TABLE
@@ -585,7 +656,7 @@ impl Interruptible {
                     .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
                     .is_ok()
             })
-            .ok_or_else(|| io::Error::from_raw_os_error(libc::EAGAIN))?;
+            .ok_or(OpenError::TooManyWaiters { max: SLOTS })?;
         slot.fd.store(fd.as_raw_fd(), Ordering::Release);
         slot.spare.store(spare.as_raw_fd(), Ordering::Release);
         slot.cancelled.store(false, Ordering::SeqCst);
@@ -657,6 +728,15 @@ impl Drop for Interruptible {
 impl InterruptHandle {
     pub fn interrupt(&self) {
         self.slot.cancelled.store(true, Ordering::SeqCst);
+        // Someone may have replaced our handler since we claimed the signal
+        // (another addon, an LD_PRELOAD library, SIG_IGN): the signal would
+        // then be ignored, or restart the flock, and the wait would last
+        // until the holder lets go. Put ours back first. (A replacement
+        // between this check and the kill is not covered: the claim is
+        // cooperative, like every signal handler's.)
+        if disposition(self.sig) != Some(handler_address()) {
+            install(self.sig);
+        }
         // SAFETY: the thread is alive (see the type's docs); an error
         // (ESRCH) would mean it is not, and then there is nothing to wake.
         unsafe { libc::pthread_kill(self.thread, self.sig) };
@@ -743,6 +823,49 @@ mod tests {
         assert!(matches!(end, Err(Blocked::Interrupted)), "{end:?}");
         thread.join().unwrap();
         drop(holder);
+        let _ = std::fs::remove_file(&path);
+    }
+
+    /// Something replaced our handler after we claimed the signal (here:
+    /// SIG_IGN; an LD_PRELOAD library or another addon can do the same).
+    /// Without a check at cancel time the interrupt is lost and the waiter
+    /// blocks until the holder lets go.
+    #[test]
+    fn an_interrupt_survives_a_replaced_handler() {
+        use std::sync::mpsc;
+        use std::time::Duration;
+
+        let path = std::env::temp_dir().join(format!(
+            "procward-lock-{}-foreign-handler",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&path);
+        let holder = open_for_lock(&path, 0o600, false).unwrap();
+        assert!(try_lock_exclusive(holder.as_fd()).unwrap());
+        let fd = open_for_lock(&path, 0o600, false).unwrap();
+        let (handle_tx, handle_rx) = mpsc::channel();
+        let (end_tx, end_rx) = mpsc::channel();
+        let thread = spawn_quiet("foreign", 256 * 1024, move || {
+            let intr = Interruptible::register(fd.as_fd()).unwrap();
+            handle_tx.send(intr.handle()).unwrap();
+            let end = intr.lock_exclusive(fd.as_fd());
+            let _ = end_tx.send(end);
+            drop(intr);
+        })
+        .unwrap();
+        let handle = handle_rx.recv().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let sig = interrupt_signal().unwrap();
+        // SAFETY: SIG_IGN for a real-time signal we claimed; only our own
+        // waiters use it.
+        unsafe { libc::signal(sig, libc::SIG_IGN) };
+        handle.interrupt();
+        let end = end_rx.recv_timeout(Duration::from_secs(5));
+        drop(holder);
+        let end = end.expect("the interrupt was lost to the foreign disposition");
+        assert!(matches!(end, Err(Blocked::Interrupted)), "{end:?}");
+        thread.join().unwrap();
+        assert_eq!(disposition(sig), Some(handler_address()));
         let _ = std::fs::remove_file(&path);
     }
 

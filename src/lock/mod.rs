@@ -15,8 +15,12 @@
 //! — hold two open file descriptions and exclude each other like two
 //! processes.
 //!
-//! The file is a record, and it stays: it is never removed or renamed (a
-//! rename would move the locked inode away from the path). Right after
+//! The file is a record, and it stays: procward never removes or renames it
+//! (a rename would move the locked inode away from the path). If someone
+//! else does, every acquire checks, once it holds the flock, that the path
+//! still names the file it locked, and otherwise opens the path again.
+//! The file is ours alone: a non-empty file that is not a record of ours is
+//! refused, never overwritten. Right after
 //! acquiring, the holder writes its record (JSON) in place; a clean release
 //! truncates it before unlocking. A non-empty record found by the next
 //! holder is therefore one whose writer died without releasing.
@@ -36,7 +40,7 @@ use linux as os;
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -50,7 +54,19 @@ pub const RECORD_MAX: usize = 64 * 1024;
 /// A `readLock` probe holds one for two system calls; this covers it and a
 /// short preemption between them, and a busy-looking `tryLock` never spins
 /// longer. (`acquireLock` waits in the kernel instead; see `lib/lock.js`.)
-const PROBE_GRACE: Duration = Duration::from_millis(1);
+///
+/// 1 ms was measured too short on a loaded machine (a reader preempted
+/// between its two calls: 18 spurious "busy" answers in 18 000).
+const PROBE_GRACE: Duration = Duration::from_millis(10);
+
+/// How many times an acquire reopens a lock file that was removed or
+/// replaced under it before giving up: something is replacing it in a loop.
+const REOPEN_MAX: u32 = 100;
+
+/// How every procward record begins. A record torn by a holder killed
+/// mid-write begins with a prefix of it (the file was empty, or held an
+/// older record, which begins the same way).
+const RECORD_START: &[u8] = b"{\"pid\":";
 
 /// Waiter threads block in one system call and write one small record.
 const WAITER_STACK: usize = 64 * 1024;
@@ -74,18 +90,68 @@ pub enum OpenError {
     NetworkFs {
         fs: &'static str,
     },
+    /// On a kernel pseudo-filesystem (proc, sysfs, cgroup…): its files are
+    /// kernel interfaces, and the record would be written into one.
+    PseudoFs {
+        fs: &'static str,
+    },
+    /// More than one name for the file: the record would overwrite whatever
+    /// the other name stands for.
+    HardLinked {
+        links: libc::nlink_t,
+    },
+    /// Not empty and not a procward record: a data file, which acquiring
+    /// would overwrite and releasing would truncate.
+    Foreign,
+    /// Removed or replaced under us `REOPEN_MAX` times in a row.
+    Replaced,
+    /// No real-time signal is free to interrupt waiters with.
+    NoSignal,
+    /// Every waiter slot of this process is taken.
+    TooManyWaiters {
+        max: usize,
+    },
+}
+
+fn os_err(op: &'static str) -> impl Fn(io::Error) -> OpenError {
+    move |err| OpenError::Os { err, op }
 }
 
 /// An open, checked lock file, not (yet) locked.
+/// It keeps how it was opened, to open the path again when the file was
+/// removed or replaced before the lock was taken.
 pub struct LockFile {
     fd: OwnedFd,
+    path: PathBuf,
+    mode: u32,
+    allow_network_fs: bool,
 }
 
 impl LockFile {
     /// Opens `path`, creating it with `mode` (before the umask) if missing.
     pub fn open(path: &Path, mode: u32, allow_network_fs: bool) -> Result<LockFile, OpenError> {
         let fd = os::open_for_lock(path, mode, allow_network_fs)?;
-        Ok(LockFile { fd })
+        Ok(LockFile {
+            fd,
+            path: path.to_path_buf(),
+            mode,
+            allow_network_fs,
+        })
+    }
+
+    /// Opens what the path names now (creating it if it is gone); the old
+    /// descriptor, unlocked by the caller, is closed.
+    fn reopen(&mut self) -> Result<(), OpenError> {
+        self.fd = os::open_for_lock(&self.path, self.mode, self.allow_network_fs)?;
+        Ok(())
+    }
+
+    /// Called with the flock held: whether the path still names the file we
+    /// locked. If it was removed or replaced (a /tmp cleaner, `rm`, an
+    /// editor's atomic save, a rename over it) after we opened it, our lock
+    /// is on an orphan and excludes nobody who opens the path now.
+    fn still_named(&self) -> Result<bool, OpenError> {
+        os::still_named(self.fd.as_fd(), &self.path)
     }
 
     /// Takes the lock if it is free now. When it is not, a `LOCK_SH |
@@ -94,13 +160,13 @@ impl LockFile {
     /// only shared locks are there — a `readLock` probe, which lasts
     /// microseconds, or another program's shared lock. Those are waited out
     /// for `PROBE_GRACE`.
-    fn lock_now(&self) -> io::Result<Now> {
+    fn lock_now(&self) -> Result<Now, OpenError> {
         let deadline = Instant::now() + PROBE_GRACE;
         loop {
-            if os::try_lock_exclusive(self.fd.as_fd())? {
+            if os::try_lock_exclusive(self.fd.as_fd()).map_err(os_err("flock"))? {
                 return Ok(Now::Locked);
             }
-            if !os::probe_shared(self.fd.as_fd())? {
+            if !os::probe_shared(self.fd.as_fd()).map_err(os_err("flock"))? {
                 return Ok(Now::HeldExclusive);
             }
             if Instant::now() >= deadline {
@@ -173,41 +239,68 @@ pub enum Try {
 }
 
 /// Takes the lock if it is free (see [`LockFile::lock_now`]).
-pub fn try_acquire(file: LockFile, purpose: Option<&str>) -> io::Result<Try> {
-    Ok(match file.lock_now()? {
-        Now::Locked => Try::Acquired(take(file, purpose)?),
-        Now::HeldExclusive => Try::Held,
-        Now::HeldShared => Try::SharedOnly,
-    })
+pub fn try_acquire(mut file: LockFile, purpose: Option<&str>) -> Result<Try, OpenError> {
+    for _ in 0..REOPEN_MAX {
+        match file.lock_now()? {
+            Now::Locked => {
+                if file.still_named()? {
+                    return Ok(Try::Acquired(take(file, purpose)?));
+                }
+                let _ = os::unlock(file.fd.as_fd());
+                file.reopen()?;
+            }
+            Now::HeldExclusive => return Ok(Try::Held),
+            Now::HeldShared => return Ok(Try::SharedOnly),
+        }
+    }
+    Err(OpenError::Replaced)
+}
+
+/// Whether the file may hold our record: empty, or a record of ours (whole,
+/// or torn by a holder killed while writing it).
+fn ours(content: &[u8]) -> bool {
+    content.starts_with(RECORD_START) || RECORD_START.starts_with(content)
 }
 
 /// We hold the flock: read the previous record, write ours in place.
-fn take(file: LockFile, purpose: Option<&str>) -> io::Result<Acquired> {
-    let mut lock = HeldLock { fd: Some(file.fd) };
-    let fd = lock
-        .fd
-        .as_ref()
-        .map(AsFd::as_fd)
-        .ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))?;
-    let result = read_record(fd).and_then(|previous| {
-        let record = record_json(&Record {
-            pid: Pid::current().as_raw(),
-            identity: self_identity(),
-            hostname: &os::hostname(),
-            acquired_at_ms: now_ms(),
-            purpose,
-        });
-        // Written over the old record, then cut to length: a reader never
-        // finds the file empty in between. Usually the file was empty (a
-        // clean release) and there is nothing to cut.
-        os::write_at_start(fd, record.as_bytes())?;
-        if previous.len() > record.len() {
-            os::truncate(fd, record.len() as u64)?;
+fn take(file: LockFile, purpose: Option<&str>) -> Result<Acquired, OpenError> {
+    let previous = match read_record(file.fd.as_fd()) {
+        Ok(p) => p,
+        Err(err) => {
+            let _ = os::unlock(file.fd.as_fd());
+            return Err(OpenError::Os { err, op: "pread" });
         }
-        Ok((previous, record))
+    };
+    if !ours(&previous) {
+        // Someone's data: not a byte written, not a byte cut.
+        let _ = os::unlock(file.fd.as_fd());
+        return Err(OpenError::Foreign);
+    }
+    let mut lock = HeldLock { fd: Some(file.fd) };
+    let fd = lock.fd.as_ref().map(AsFd::as_fd).ok_or(OpenError::Os {
+        err: io::Error::from_raw_os_error(libc::EBADF),
+        op: "flock",
+    })?;
+    let record = record_json(&Record {
+        pid: Pid::current().as_raw(),
+        identity: self_identity(),
+        hostname: &os::hostname(),
+        acquired_at_ms: now_ms(),
+        purpose,
     });
+    // Written over the old record, then cut to length: a reader never
+    // finds the file empty in between. Usually the file was empty (a
+    // clean release) and there is nothing to cut.
+    let result = os::write_at_start(fd, record.as_bytes())
+        .map_err(os_err("pwrite"))
+        .and_then(|()| {
+            if previous.len() > record.len() {
+                os::truncate(fd, record.len() as u64).map_err(os_err("ftruncate"))?;
+            }
+            Ok(())
+        });
     match result {
-        Ok((previous, record)) => Ok(Acquired {
+        Ok(()) => Ok(Acquired {
             lock,
             previous,
             record,
@@ -376,8 +469,8 @@ pub fn read(path: &Path) -> Result<Option<Observed>, OpenError> {
     let Some(fd) = os::open_for_read(path)? else {
         return Ok(None);
     };
-    let held = !os::probe_shared(fd.as_fd()).map_err(|err| OpenError::Os { err, op: "flock" })?;
-    let record = read_record(fd.as_fd()).map_err(|err| OpenError::Os { err, op: "read" })?;
+    let held = !os::probe_shared(fd.as_fd()).map_err(os_err("flock"))?;
+    let record = read_record(fd.as_fd()).map_err(os_err("pread"))?;
     Ok(Some(Observed { held, record }))
 }
 
@@ -388,7 +481,7 @@ pub enum WaitEnd {
     /// Cancelled before the lock was ours: nothing is held, the descriptor is
     /// closed.
     Cancelled,
-    Failed(io::Error),
+    Failed(OpenError),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -454,57 +547,106 @@ fn lock_state(shared: &Mutex<WaitState>) -> std::sync::MutexGuard<'_, WaitState>
     shared.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn run_wait(file: LockFile, purpose: Option<&str>, shared: &Mutex<WaitState>) -> WaitEnd {
-    let intr = match os::Interruptible::register(file.fd.as_fd()) {
-        Ok(i) => i,
-        Err(e) => return finish_failed(shared, e),
-    };
-    {
-        let mut st = lock_state(shared);
-        if st.phase == Phase::Cancelled {
-            return WaitEnd::Cancelled;
-        }
-        st.interrupt = Some(intr.handle());
-    }
-    let blocked = intr.lock_exclusive(file.fd.as_fd());
-    let won = {
-        let mut st = lock_state(shared);
-        st.interrupt = None;
-        match (st.phase, blocked) {
-            (Phase::Waiting, Ok(())) => {
-                st.phase = Phase::Done;
-                Ok(())
+enum Granted {
+    Won,
+    /// On a file the path no longer names: unlocked, to be opened anew.
+    Stale,
+    Failed(OpenError),
+    Cancelled,
+}
+
+fn run_wait(mut file: LockFile, purpose: Option<&str>, shared: &Mutex<WaitState>) -> WaitEnd {
+    let mut reopened = 0;
+    loop {
+        let intr = match os::Interruptible::register(file.fd.as_fd()) {
+            Ok(i) => i,
+            Err(e) => return finish_failed(shared, e),
+        };
+        {
+            let mut st = lock_state(shared);
+            if st.phase == Phase::Cancelled {
+                return WaitEnd::Cancelled;
             }
-            (Phase::Waiting, Err(os::Blocked::Os(e))) => {
-                st.phase = Phase::Done;
-                Err(Some(e))
-            }
-            // Cancelled (an interrupt implies it): whatever flock said.
-            _ => Err(None),
+            st.interrupt = Some(intr.handle());
         }
-    };
-    // Unregistered only now, after the phase left Waiting: no cancel can
-    // signal this slot any more.
-    drop(intr);
-    match won {
-        Ok(()) => match take(file, purpose) {
-            Ok(acquired) => WaitEnd::Acquired(acquired),
-            Err(e) => WaitEnd::Failed(e),
-        },
-        Err(Some(e)) => WaitEnd::Failed(e),
-        Err(None) => {
-            // The kernel may have just granted it. Unlock explicitly (a close
-            // alone would leave it held while a child forked but not yet
-            // exec'd has a copy of the descriptor); EBADF if the interrupt
-            // handler already unlocked and swapped the descriptor out.
-            let _ = os::unlock(file.fd.as_fd());
-            drop(file);
-            WaitEnd::Cancelled
+        let blocked = intr.lock_exclusive(file.fd.as_fd());
+        // Checked while still cancellable. If a cancel's handler swapped the
+        // descriptor out meanwhile, this sees another file ("stale"), and
+        // the phase below says cancelled anyway.
+        let stale = match blocked {
+            Ok(()) => match file.still_named() {
+                Ok(true) => Ok(false),
+                Ok(false) => {
+                    let _ = os::unlock(file.fd.as_fd());
+                    Ok(true)
+                }
+                Err(e) => {
+                    let _ = os::unlock(file.fd.as_fd());
+                    Err(e)
+                }
+            },
+            Err(_) => Ok(false),
+        };
+        let granted = {
+            let mut st = lock_state(shared);
+            st.interrupt = None;
+            match (st.phase, blocked, stale) {
+                (Phase::Waiting, Ok(()), Ok(false)) => {
+                    st.phase = Phase::Done;
+                    Granted::Won
+                }
+                // Still Waiting: a cancel from now on finds no interrupt to
+                // send, and the next registration sees it cancelled.
+                (Phase::Waiting, Ok(()), Ok(true)) => Granted::Stale,
+                (Phase::Waiting, Ok(()), Err(e)) => {
+                    st.phase = Phase::Done;
+                    Granted::Failed(e)
+                }
+                (Phase::Waiting, Err(os::Blocked::Os(err)), _) => {
+                    st.phase = Phase::Done;
+                    Granted::Failed(OpenError::Os { err, op: "flock" })
+                }
+                // Cancelled (an interrupt implies it): whatever flock said.
+                _ => Granted::Cancelled,
+            }
+        };
+        // Unregistered only now, after the phase left Waiting (or the
+        // interrupt was withdrawn): no cancel can signal this slot any more.
+        drop(intr);
+        match granted {
+            Granted::Won => {
+                return match take(file, purpose) {
+                    Ok(acquired) => WaitEnd::Acquired(acquired),
+                    Err(e) => WaitEnd::Failed(e),
+                }
+            }
+            Granted::Stale => {
+                reopened += 1;
+                let reopen = if reopened >= REOPEN_MAX {
+                    Err(OpenError::Replaced)
+                } else {
+                    file.reopen()
+                };
+                if let Err(e) = reopen {
+                    return finish_failed(shared, e);
+                }
+            }
+            Granted::Failed(e) => return WaitEnd::Failed(e),
+            Granted::Cancelled => {
+                // The kernel may have just granted it. Unlock explicitly (a
+                // close alone would leave it held while a child forked but
+                // not yet exec'd has a copy of the descriptor); EBADF if the
+                // interrupt handler already unlocked and swapped the
+                // descriptor out.
+                let _ = os::unlock(file.fd.as_fd());
+                drop(file);
+                return WaitEnd::Cancelled;
+            }
         }
     }
 }
 
-fn finish_failed(shared: &Mutex<WaitState>, e: io::Error) -> WaitEnd {
+fn finish_failed(shared: &Mutex<WaitState>, e: OpenError) -> WaitEnd {
     let mut st = lock_state(shared);
     if st.phase == Phase::Cancelled {
         return WaitEnd::Cancelled;

@@ -361,8 +361,164 @@ fn records_of_any_size_are_read_up_to_the_cap() {
 fn a_longer_old_record_is_cut_to_ours() {
     let dir = scratch("longer");
     let path = dir.join("l");
-    std::fs::write(&path, vec![b'y'; 700]).unwrap();
+    let mut old = b"{\"pid\":1,\"purpose\":\"".to_vec();
+    old.resize(700, b'y');
+    std::fs::write(&path, &old).unwrap();
     let got = acquire(&path).unwrap();
     assert_eq!(got.previous.len(), 700);
     assert_eq!(std::fs::read_to_string(&path).unwrap(), got.record);
+}
+
+fn open_err(r: Result<LockFile, OpenError>) -> OpenError {
+    match r {
+        Ok(_) => panic!("opened"),
+        Err(e) => e,
+    }
+}
+
+/// A waiter blocked on a file that is then replaced (an editor's atomic
+/// save) or removed must not take the lock on the orphan when its holder
+/// lets go: it would hold a lock nobody else can see.
+#[test]
+fn a_waiter_never_ends_on_a_replaced_or_removed_file() {
+    for how in ["rename", "unlink"] {
+        let dir = scratch(&format!("replaced-{how}"));
+        let path = dir.join("l");
+        let mut holder = acquire(&path).unwrap();
+        let (mut waiter, rx) = start_wait(&path);
+        std::thread::sleep(Duration::from_millis(20));
+        if how == "rename" {
+            let new = dir.join("l.new");
+            std::fs::write(&new, b"").unwrap();
+            std::fs::rename(&new, &path).unwrap();
+        } else {
+            std::fs::remove_file(&path).unwrap();
+        }
+        holder.lock.release();
+        let WaitEnd::Acquired(got) = rx.recv_timeout(LONG).unwrap() else {
+            panic!("{how}: expected the lock")
+        };
+        waiter.join();
+        assert!(
+            acquire(&path).is_none(),
+            "{how}: the waiter holds the file the path names"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), got.record);
+    }
+}
+
+/// The same for an acquire that opened the file just before it was
+/// replaced or removed.
+#[test]
+fn an_acquire_never_ends_on_a_replaced_or_removed_file() {
+    for how in ["rename", "unlink"] {
+        let dir = scratch(&format!("replaced-try-{how}"));
+        let path = dir.join("l");
+        let file = open(&path);
+        if how == "rename" {
+            let new = dir.join("l.new");
+            std::fs::write(&new, b"").unwrap();
+            std::fs::rename(&new, &path).unwrap();
+        } else {
+            std::fs::remove_file(&path).unwrap();
+        }
+        let Try::Acquired(got) = try_acquire(file, None).unwrap() else {
+            panic!("{how}: expected the lock")
+        };
+        assert!(
+            acquire(&path).is_none(),
+            "{how}: held on what the path names"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), got.record);
+    }
+}
+
+#[test]
+fn a_hard_linked_file_is_refused_and_untouched() {
+    let dir = scratch("hardlink");
+    let data = dir.join("data");
+    std::fs::write(&data, b"precious").unwrap();
+    let path = dir.join("l");
+    std::fs::hard_link(&data, &path).unwrap();
+    assert!(matches!(
+        open_err(LockFile::open(&path, 0o600, false)),
+        OpenError::HardLinked { links: 2 }
+    ));
+    // An empty file with a second name too: the other name may be written later.
+    let empty = dir.join("empty");
+    std::fs::write(&empty, b"").unwrap();
+    std::fs::hard_link(&empty, dir.join("empty2")).unwrap();
+    assert!(matches!(
+        open_err(LockFile::open(&empty, 0o600, false)),
+        OpenError::HardLinked { .. }
+    ));
+    assert_eq!(std::fs::read(&data).unwrap(), b"precious");
+}
+
+#[test]
+fn kernel_pseudo_files_are_refused() {
+    assert_eq!(os::pseudo_fs_name(0x9fa0), Some("proc"));
+    assert_eq!(os::pseudo_fs_name(0x6265_6572), Some("sysfs"));
+    assert_eq!(os::pseudo_fs_name(0x6367_7270), Some("cgroup2"));
+    assert_eq!(os::pseudo_fs_name(0xef53), None); // ext4
+    assert_eq!(os::pseudo_fs_name(0x0102_1994), None); // tmpfs
+                                                       // Only opened, never locked or written: before the check, root could
+                                                       // open it for writing.
+                                                       // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let e = open_err(LockFile::open(
+        Path::new("/proc/sys/kernel/hostname"),
+        0o600,
+        false,
+    ));
+    if root {
+        assert!(matches!(e, OpenError::PseudoFs { fs: "proc" }), "{e:?}");
+    }
+    // A file that would be created on one.
+    assert!(matches!(
+        open_err(LockFile::open(
+            Path::new("/proc/self/procward-test.lock"),
+            0o600,
+            false
+        )),
+        OpenError::PseudoFs { fs: "proc" }
+    ));
+}
+
+#[test]
+fn foreign_content_is_refused_and_untouched() {
+    let dir = scratch("foreign");
+    let path = dir.join("l");
+    std::fs::write(&path, b"SQLite format 3\0...").unwrap();
+    assert!(matches!(
+        try_acquire(open(&path), None),
+        Err(OpenError::Foreign)
+    ));
+    assert_eq!(std::fs::read(&path).unwrap(), b"SQLite format 3\0...");
+    // ...and the flock taken to look was let go.
+    assert!(!read(&path).unwrap().unwrap().held);
+    let (mut waiter, rx) = start_wait(&path);
+    assert!(matches!(
+        rx.recv_timeout(LONG).unwrap(),
+        WaitEnd::Failed(OpenError::Foreign)
+    ));
+    waiter.join();
+    assert_eq!(std::fs::read(&path).unwrap(), b"SQLite format 3\0...");
+}
+
+#[test]
+fn torn_records_are_ours() {
+    let dir = scratch("torn");
+    for torn in [
+        &b"{"[..],
+        b"{\"pi",
+        b"{\"pid\":",
+        b"{\"pid\":12",
+        b"{\"pid\":1,\"ident",
+    ] {
+        let path = dir.join("l");
+        std::fs::write(&path, torn).unwrap();
+        let got = acquire(&path).expect("a torn record is reclaimed");
+        assert_eq!(got.previous, torn);
+    }
 }
