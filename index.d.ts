@@ -290,6 +290,272 @@ export interface StopResult {
   exit: ExitInfo | null
 }
 
+// ---- waitForExit: the exit of a process that is not our child -----------------
+
+/**
+ * Resolves once the process has exited (a zombie counts), or at once when it
+ * is not running or `identity` does not match (`pidReused` then says which).
+ * Never reaps it: it is not ours. Watched through a pidfd, which pins the
+ * process, so a pid recycled meanwhile is never mistaken for it; no polling
+ * (where no pidfd can be had, liveness is polled, 1 ms doubling to 50 ms).
+ *
+ * `exit` is the status where the kernel gives one: from the pidfd once the
+ * parent has reaped it (Linux 6.15+), or from a zombie's `/proc` entry; null
+ * otherwise (no permission to see it, the polled path, or it was gone
+ * before the wait began).
+ *
+ * An aborted `signal` rejects with an `AbortError` and leaves no fd or task
+ * behind (`AbortSignal.timeout(ms)` gives a timeout).
+ *
+ * @throws {TypeError} pid not a number, identity not a string, unknown option;
+ *   a garbled identity (`code: 'ERR_INVALID_ARG_VALUE'`).
+ * @throws {RangeError} pid not an integer in 1..=4194304, or this process's own pid.
+ */
+export declare function waitForExit(pid: number, options?: WaitForExitOptions): Promise<WaitForExitResult>
+
+export interface WaitForExitOptions {
+  /** The process's identity (`getProcessInfo`): a different process on the pid resolves at once. */
+  identity?: string
+  signal?: AbortSignal
+}
+
+export interface WaitForExitResult {
+  pid: number
+  /** The pid was held by a different process than `identity` names. */
+  pidReused: boolean
+  exit: ExitInfo | null
+}
+// ---- Supervisor: keeps one daemon running -----------------------------------
+
+/**
+ * Keeps one daemon running: restarts it when it exits (the exit event is the
+ * reap, and its group has been swept, so the new child never meets its
+ * predecessor's workers on the port), with backoff, and gives up on a crash
+ * loop. Checks readiness, records its state in `stateFile` for status tools
+ * and successors, and takes over from a predecessor that died.
+ *
+ * States (every transition there is):
+ *
+ * | from \ event | start | ready, adopt | crash (restarts) | retry | restart() | stop() | stop done | gives up | clean end |
+ * |---|---|---|---|---|---|---|---|---|---|
+ * | idle | starting | | | | | | | | |
+ * | starting | | running | backoff | | starting | stopping | | failed | stopped |
+ * | running | | | backoff | | starting | stopping | | failed | stopped |
+ * | backoff | | | | starting | starting | stopping | | | |
+ * | stopping | | | | | | | stopped | | |
+ * | stopped, failed | starting | | | | | | | | |
+ *
+ * `stopped` and `failed` are left only by `start()`.
+ *
+ * @throws {TypeError} bad options (unknown keys: `code: 'ERR_INVALID_ARG_VALUE'`).
+ * @throws {RangeError} a duration outside 0..=2^31-1 ms, a bad port or count.
+ */
+export declare class Supervisor extends EventEmitter implements AsyncDisposable {
+  constructor(options: SupervisorOptions)
+  readonly name: string
+  readonly state: SupervisorState
+  /** The running child; null while none runs, and for an adopted orphan. */
+  readonly child: SupervisedProcess | null
+  status(): SupervisorStatus
+  /**
+   * From idle, stopped or failed: starts (from failed, the crash window and
+   * the backoff start afresh). Resolves when the daemon is first ready;
+   * rejects when the supervisor ends `failed` (with that error) or `stopped`
+   * (an `AbortError` for `stop()`) before that, or with `code: 'ELOCKED'`
+   * when another supervisor holds `stateFile`. In starting or backoff it
+   * returns the pending promise; running: resolved; stopping: waits, then
+   * starts.
+   */
+  start(): Promise<void>
+  /**
+   * Terminal until the next `start()`: cancels a pending restart, a ready
+   * check, a start or restart in flight, and stops the daemon (with the
+   * `spawn.stop` defaults under `options`). Resolves with the daemon's
+   * StopResult, or null when none ran. A second call shares the first, and
+   * may escalate it (`{ signal: 'SIGKILL' }`).
+   */
+  stop(options?: StopOptions): Promise<StopResult | null>
+  /**
+   * Stops the daemon with the stop defaults and starts it again at once (no
+   * backoff; not counted in `restarts` or the crash window), with new `args`
+   * / `env` if given (they stay for later restarts). Resolves at ready.
+   * Concurrent calls share one (the first call's arguments). A `stop()`
+   * before it resolves wins: it rejects with an `AbortError`.
+   */
+  restart(options?: {
+    args?: readonly string[] | undefined
+    env?: Record<string, string | undefined> | undefined
+  }): Promise<void>
+  /** Signals the daemon (SIGHUP to reload, say); false when none runs. An exit by a signal sent here is not a failure. */
+  kill(signal: Signal): boolean
+  /** `stop()` */
+  [Symbol.asyncDispose](): Promise<void>
+
+  on(event: 'spawn' | 'ready', listener: (child: SupervisedProcess) => void): this
+  on(event: 'exit', listener: (info: SupervisorExit) => void): this
+  on(event: 'restart', listener: (info: SupervisorRestart) => void): this
+  on(event: 'failed', listener: (error: Error) => void): this
+  on(event: 'takeover', listener: (info: SupervisorTakeover) => void): this
+  on(event: 'stopped', listener: (result: StopResult | null) => void): this
+  on(event: 'stdout' | 'stderr', listener: (line: string) => void): this
+  // biome-ignore lint/suspicious/noExplicitAny: EventEmitter's own signature, for other events
+  on(event: string | symbol, listener: (...args: any[]) => void): this
+  once(event: 'spawn' | 'ready', listener: (child: SupervisedProcess) => void): this
+  once(event: 'exit', listener: (info: SupervisorExit) => void): this
+  once(event: 'restart', listener: (info: SupervisorRestart) => void): this
+  once(event: 'failed', listener: (error: Error) => void): this
+  once(event: 'takeover', listener: (info: SupervisorTakeover) => void): this
+  once(event: 'stopped', listener: (result: StopResult | null) => void): this
+  once(event: 'stdout' | 'stderr', listener: (line: string) => void): this
+  // biome-ignore lint/suspicious/noExplicitAny: EventEmitter's own signature, for other events
+  once(event: string | symbol, listener: (...args: any[]) => void): this
+}
+
+export type SupervisorState = 'idle' | 'starting' | 'running' | 'backoff' | 'stopping' | 'stopped' | 'failed'
+
+export interface SupervisorOptions {
+  command: string
+  args?: readonly string[] | undefined
+  /** Default: the basename of `command`. */
+  name?: string | undefined
+  /** Passed to `spawnSupervised` for every child (not `signal`: stop the supervisor instead). */
+  spawn?: Omit<SpawnSupervisedOptions, 'signal'> | undefined
+  /**
+   * Default 'always'. 'on-failure' restarts on a non-zero code, a failed
+   * ready check, or a signal not sent through `kill()`; 'never' does not.
+   * An exit not restarted ends `stopped` (code 0, or a signal we sent) or
+   * `failed` (anything else).
+   */
+  restart?: 'always' | 'on-failure' | 'never' | undefined
+  /**
+   * Delay before restart n: the first `initialMs` (0: in the same
+   * event-loop turn as the exit), then `min(maxMs, stepMs * factor^(n-2))`
+   * (100 ms, ×2, 30 s). Counted afresh once a child stayed ready
+   * `resetAfterMs` (10 s).
+   */
+  backoff?:
+    | {
+        initialMs?: number | undefined
+        stepMs?: number | undefined
+        factor?: number | undefined
+        maxMs?: number | undefined
+        resetAfterMs?: number | undefined
+      }
+    | undefined
+  /** More than `maxRestarts` (5) restarts within `windowMs` (60 s): `failed` (`code: 'ERR_CRASH_LOOP'`). */
+  crashLoop?: { maxRestarts?: number | undefined; windowMs?: number | undefined } | undefined
+  /**
+   * When a new child counts as ready (else at once): something accepts a
+   * connection on `port` (`host` default '127.0.0.1'); a whole line on its
+   * stdout/stderr contains the string or matches the RegExp (that stream is
+   * piped, and keeps flowing after ready as 'stdout'/'stderr' events, or to
+   * this process's own stream when no one listens); the child writes a
+   * newline to fd `notifyFd` (s6 style: the write end of a pipe sits at
+   * that fd in the child); or the function resolves (its signal aborts when
+   * the check is given up). Failing or timing out counts as a crash.
+   */
+  ready?: SupervisorReady | undefined
+  /** Default 30000; false waits forever. */
+  readyTimeoutMs?: number | false | undefined
+  /**
+   * Where the supervisor records its state (`SupervisorStateRecord` as JSON,
+   * mode 0600, replaced atomically). It holds a lock on `<stateFile>.lock`
+   * while running: a second supervisor's `start()` rejects with ELOCKED.
+   */
+  stateFile?: string | undefined
+  /**
+   * At start, a still-running child recorded by a dead predecessor is
+   * stopped with its group ('stop', default) or kept and watched ('adopt').
+   * Either way, proven members of its group that outlived their leader are
+   * SIGKILLed; other processes with that pgid are reported as suspects.
+   */
+  takeover?: 'stop' | 'adopt' | undefined
+  /**
+   * Main thread only. SIGTERM and SIGINT (and SIGHUP with `hup: 'stop'`)
+   * stop every supervisor that opted in; then, unless the application has
+   * its own listener, the process dies of the signal. A second signal while
+   * stopping SIGKILLs the daemons at once. `hup: 'forward'` passes SIGHUP to
+   * the daemons.
+   */
+  handleSignals?: boolean | { hup?: 'stop' | 'forward' | undefined } | undefined
+}
+
+export type SupervisorReady =
+  | { port: number; host?: string | undefined }
+  | { stdout: string | RegExp }
+  | { stderr: string | RegExp }
+  | { notifyFd: number }
+  | ((child: SupervisedProcess, signal: AbortSignal) => Promise<void>)
+
+export interface SupervisorExit extends ExitInfo {
+  /** Caused by our own stop() or restart(). */
+  expected: boolean
+}
+
+export interface SupervisorRestart {
+  /** n of the backoff schedule. */
+  attempt: number
+  delayMs: number
+  /** null when the child could not be spawned. */
+  lastExit: ExitInfo | null
+}
+
+export interface SupervisorTakeover {
+  pid: number
+  identity: string
+  action: 'stopped' | 'adopted'
+  /** The predecessor's child's stop; null when it was adopted or already gone. */
+  result: StopResult | null
+  /** Processes with the recorded pgid that were not proven members: never signalled. */
+  suspects: number[]
+}
+
+export interface SupervisorStatus {
+  name: string
+  state: SupervisorState
+  pid: number | null
+  identity: string | null
+  adopted: boolean
+  restarts: number
+  lastExit: ExitInfo | null
+  /** When the state last changed (ISO 8601). */
+  since: string
+  startedAt: string | null
+  readyAt: string | null
+}
+
+/**
+ * The record a supervisor keeps in its stateFile, with liveness judged now,
+ * for status and doctor tools. Synchronous; never takes the lock. null when
+ * the file is missing or holds no such record.
+ */
+export declare function readSupervisorState(stateFile: string): SupervisorStateRecord | null
+
+export interface SupervisorStateRecord {
+  version: 1
+  name: string
+  /** running: its lock is held now. */
+  supervisor: { pid: number; identity: string; running: boolean }
+  child: {
+    pid: number
+    identity: string
+    pgid: number | null
+    session: number
+    command: string
+    args: string[]
+    startedAt: string
+    /** Last time seen alive (the last write while it ran). */
+    aliveAt: string
+    cgroup: { path: string; id: number } | null
+    /** Judged now: zombie- and reuse-aware. */
+    running: boolean
+  } | null
+  state: SupervisorState
+  restarts: number
+  lastExit: ExitInfo | null
+  updatedAt: string
+}
+
 // ---- lock ---------------------------------------------------------------------
 
 /**

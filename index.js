@@ -5,6 +5,8 @@ const native = require('./binding.js')
 const { callNative } = require('./lib/errors')
 const validate = require('./lib/validate')
 const { SupervisedProcess, spawnSupervised, stopSupervisedProcess } = require('./lib/supervised')
+const { waitForExit } = require('./lib/wait')
+const { Supervisor, readSupervisorState } = require('./lib/supervisor')
 const { acquireLock, tryLock, readLock, ProcessLock } = require('./lib/lock')
 
 function isProcessRunning(pid, identity) {
@@ -23,6 +25,9 @@ exports.getProcessInfo = getProcessInfo
 exports.spawnSupervised = spawnSupervised
 exports.stopSupervisedProcess = stopSupervisedProcess
 exports.SupervisedProcess = SupervisedProcess
+exports.waitForExit = waitForExit
+exports.Supervisor = Supervisor
+exports.readSupervisorState = readSupervisorState
 exports.acquireLock = acquireLock
 exports.tryLock = tryLock
 exports.readLock = readLock

@@ -21,6 +21,11 @@ const IS_NODE = typeof process.versions.node === 'string' && !process.versions.b
 // versions in one node_modules tree), as execa brands its errors.
 const SUPERVISED_BRAND = Symbol.for('procward.supervised')
 
+// Package-internal spawn option and stream (the Supervisor's `notifyFd`
+// ready check): a pipe whose write end is this fd number in the child.
+const NOTIFY_FD = Symbol.for('procward.notifyFd')
+const NOTIFY_STREAM = Symbol.for('procward.notifyStream')
+
 const STOP_DEFAULTS = Object.freeze({ signal: 'SIGTERM', graceMs: 5000, killTimeoutMs: 2000 })
 
 function abortError(signal) {
@@ -203,6 +208,10 @@ function nativeSpawnOptions(options) {
   }
   // Check the stop defaults now, so a bad one fails the spawn, not a later stop.
   nativeStopOptions(o.stop, STOP_DEFAULTS, 'options.stop')
+  const notifyFd = o[NOTIFY_FD]
+  if (notifyFd !== undefined && (!Number.isInteger(notifyFd) || notifyFd < 3 || notifyFd > 65535)) {
+    throw rangeError(`notifyFd must be an integer in 3..=65535, got ${notifyFd}`)
+  }
   return {
     native: {
       cwd,
@@ -213,6 +222,7 @@ function nativeSpawnOptions(options) {
       processGroup,
       killGroupOnExit: processGroup && killGroupOnExit,
       deathSignal,
+      notifyFd,
       uid,
       gid,
       argv0,
@@ -241,6 +251,7 @@ class SupervisedProcess extends EventEmitter {
   #stopDefaults
   #abort = null
   #stdio
+  #notify
 
   /** @internal Use spawnSupervised(). */
   constructor(handle, stopDefaults, abortSignal) {
@@ -251,7 +262,9 @@ class SupervisedProcess extends EventEmitter {
     this.#exited = new Promise((resolve) => {
       this.#resolveExited = resolve
     })
-    this.#stdio = handle.takePipes().map(pipeStream)
+    const [stdin, stdout, stderr, notify] = handle.takePipes()
+    this.#stdio = [stdin, stdout, stderr].map(pipeStream)
+    this.#notify = pipeStream(notify, 3)
     if (abortSignal) {
       const onAbort = () => {
         this.stop().catch(() => {})
@@ -370,6 +383,11 @@ class SupervisedProcess extends EventEmitter {
     await this.stop()
   }
 
+  /** @internal The read end of the notify pipe (see NOTIFY_FD), or null. */
+  get [NOTIFY_STREAM]() {
+    return this.#notify
+  }
+
   get [SUPERVISED_BRAND]() {
     return true
   }
@@ -461,4 +479,13 @@ async function stopSupervisedProcess(target, options) {
   return stopping.promise
 }
 
-module.exports = { SupervisedProcess, spawnSupervised, stopSupervisedProcess }
+module.exports = {
+  SupervisedProcess,
+  spawnSupervised,
+  stopSupervisedProcess,
+  abortError,
+  nativeStopOptions,
+  checkSpawnOptions: nativeSpawnOptions,
+  NOTIFY_FD,
+  NOTIFY_STREAM,
+}

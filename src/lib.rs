@@ -23,10 +23,13 @@ mod runtime;
 pub mod spawn;
 pub mod stop;
 #[cfg(target_os = "linux")]
+pub mod strays;
+#[cfg(target_os = "linux")]
 pub mod sys;
 #[cfg(target_os = "macos")]
 #[path = "sys_macos.rs"]
 pub mod sys;
+pub mod wait;
 
 use napi::bindgen_prelude::JsValue;
 use napi::Result;
@@ -142,6 +145,8 @@ pub struct NativeSpawnOptions {
     pub kill_group_on_exit: bool,
     /// 0: none.
     pub death_signal: i32,
+    /// A readiness pipe's write end at this fd number (>= 3) in the child.
+    pub notify_fd: Option<i32>,
     /// Credentials for the child: integers in 0..=2^32-2, checked again here
     /// (napi's u32 conversion would wrap).
     pub uid: Option<f64>,
@@ -258,7 +263,8 @@ pub struct NativeChild {
     watched: Arc<Watched>,
     backend: Backend,
     delivery: Delivery,
-    pipes: Mutex<[Option<std::os::fd::OwnedFd>; 3]>,
+    /// Parent ends: stdio 0..3, then the notify pipe's read end.
+    pipes: Mutex<[Option<std::os::fd::OwnedFd>; 4]>,
 }
 
 #[napi]
@@ -313,7 +319,8 @@ impl NativeChild {
         self.set_ref(&env, false)
     }
 
-    /// Hands the parent's pipe ends to JS (once): fd numbers, -1 where none.
+    /// Hands the parent's pipe ends to JS (once): fd numbers for stdio 0..3
+    /// and the notify pipe, -1 where none.
     #[napi]
     pub fn take_pipes(&self) -> Vec<i32> {
         let mut pipes = self.pipes.lock().unwrap_or_else(|e| e.into_inner());
@@ -391,6 +398,13 @@ fn threadsafe_delivery(
     Ok((callback, deliver))
 }
 
+fn pipe_ends(
+    [a, b, c]: [Option<std::os::fd::OwnedFd>; 3],
+    notify: Option<std::os::fd::OwnedFd>,
+) -> [Option<std::os::fd::OwnedFd>; 4] {
+    [a, b, c, notify]
+}
+
 /// How long the native reaper leaves a child's exit to the JS loop before
 /// settling it itself (see `exit_watch::watch_beside_loop`).
 const LOOP_FIRST: Duration = Duration::from_millis(1);
@@ -445,6 +459,7 @@ pub fn spawn_supervised(
         stdio: [stdio_spec(0)?, stdio_spec(1)?, stdio_spec(2)?],
         process_group: options.process_group,
         death_signal,
+        notify_fd: options.notify_fd,
         uid: to_id(options.uid, "uid")?,
         gid: to_id(options.gid, "gid")?,
         argv0: options.argv0.clone(),
@@ -483,7 +498,7 @@ pub fn spawn_supervised(
                     watched,
                     backend: Backend::PidfdLoop,
                     delivery: Delivery::Loop(loop_ref),
-                    pipes: Mutex::new(child.pipes),
+                    pipes: Mutex::new(pipe_ends(child.pipes, child.notify)),
                 });
             }
             Err(fd) => pidfd = Some(fd),
@@ -499,7 +514,7 @@ pub fn spawn_supervised(
             watched,
             backend,
             delivery: Delivery::Threadsafe(callback),
-            pipes: Mutex::new(child.pipes),
+            pipes: Mutex::new(pipe_ends(child.pipes, child.notify)),
         }),
         Err(e) => {
             // No watcher could be started: take the child down again so that

@@ -273,3 +273,75 @@ pub fn pread0(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
         }
     }
 }
+
+/// `pidfd_send_signal(pidfd, 0)`: whether the process a pidfd refers to is
+/// still in the process table (running, or a zombie not yet reaped). EPERM
+/// also proves it is there: the kernel found it before checking permission.
+pub fn pidfd_unreaped(pidfd: BorrowedFd<'_>) -> io::Result<bool> {
+    // SAFETY: a valid fd, signal 0 (existence check only), a null siginfo
+    // and zero flags.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            0,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    match cvt(ret) {
+        Ok(_) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// `struct pidfd_info` of `linux/pidfd.h` as of Linux 6.15, up to and
+/// including `exit_code`: `PIDFD_INFO_SIZE_VER0` (64) bytes. Later kernels
+/// append fields; the ioctl is extensible, so a caller passing this size
+/// gets this prefix.
+#[repr(C)]
+#[derive(Default)]
+#[allow(dead_code)] // the kernel's layout: every field is written, few are read
+struct PidfdInfo {
+    mask: u64,
+    cgroupid: u64,
+    pid: u32,
+    tgid: u32,
+    ppid: u32,
+    ruid: u32,
+    rgid: u32,
+    euid: u32,
+    egid: u32,
+    suid: u32,
+    sgid: u32,
+    fsuid: u32,
+    fsgid: u32,
+    /// `spare0` before 6.15.
+    exit_code: i32,
+}
+
+const _: () = assert!(std::mem::size_of::<PidfdInfo>() == 64);
+
+const PIDFD_INFO_EXIT: u64 = 1 << 3;
+/// `_IOWR(PIDFS_IOCTL_MAGIC = 0xFF, 11, struct pidfd_info)`.
+const PIDFD_GET_INFO: libc::c_ulong =
+    (3 << 30) | ((std::mem::size_of::<PidfdInfo>() as libc::c_ulong) << 16) | (0xFF << 8) | 11;
+
+/// The wait status (as `waitpid` encodes it) of the reaped process a pidfd
+/// refers to, through `ioctl(PIDFD_GET_INFO)` with `PIDFD_INFO_EXIT` (Linux
+/// 6.15). `None` while it is running or an unreaped zombie (the kernel
+/// records the status when the parent reaps it), and on kernels without
+/// `PIDFD_GET_INFO` (ENOTTY, before 6.13) or without `PIDFD_INFO_EXIT` in
+/// its answer (6.13, 6.14).
+pub fn pidfd_exit_status(pidfd: BorrowedFd<'_>) -> Option<i32> {
+    let mut info = PidfdInfo {
+        mask: PIDFD_INFO_EXIT,
+        ..PidfdInfo::default()
+    };
+    // SAFETY: the ioctl writes at most size_of::<PidfdInfo>() bytes (encoded
+    // in the request number) into the struct we own.
+    let ret = unsafe { libc::ioctl(pidfd.as_raw_fd(), PIDFD_GET_INFO, &mut info) };
+    (ret == 0 && info.mask & PIDFD_INFO_EXIT != 0).then_some(info.exit_code)
+}

@@ -1,6 +1,9 @@
-//! napi bindings, one file per public concept. Like `lib.rs`, the only
+//! The binding layer, one file per public concept: like `lib.rs`, the only
 //! place a napi type appears; each file validates, calls into its core
 //! module and returns plain JS values.
 
 #[cfg(target_os = "linux")]
 pub mod lock;
+#[cfg(target_os = "linux")]
+pub mod supervisor;
+pub mod wait;

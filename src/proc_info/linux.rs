@@ -563,6 +563,26 @@ pub fn is_running_as(pid: Pid, identity: &str) -> Result<bool, InfoError> {
     }
 }
 
+/// The stat line of `pid`, read afresh (not through the cache). `None`: no
+/// such entry in /proc. The caller decides whose it is: a pid can change
+/// hands between any two reads.
+pub fn stat_of(pid: Pid) -> io::Result<Option<Stat>> {
+    let mut buf = [0u8; STAT_BUF];
+    let n = match File::open(format!("/proc/{}/stat", pid.as_raw()))
+        .and_then(|mut f| f.read(&mut buf))
+    {
+        Ok(n) => n,
+        Err(e) if is_gone(&e) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    parse_stat(&buf[..n]).map(Some)
+}
+
+/// The boot id as identities carry it.
+pub fn current_boot() -> io::Result<&'static str> {
+    boot_id()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,9 +10,9 @@ pub mod stat;
 mod linux;
 #[cfg(target_os = "linux")]
 pub use linux::{
-    child_identity, forget, identity_from, identity_of, identity_of_pidfd, is_running,
-    is_running_as, pidfd_inode, prepare_identity, process_info, start_tick_between,
-    stat_and_identity_of_pidfd, thread_of,
+    child_identity, current_boot, forget, identity_from, identity_of, identity_of_pidfd,
+    is_running, is_running_as, pidfd_inode, prepare_identity, process_info, start_tick_between,
+    stat_and_identity_of_pidfd, stat_of, thread_of,
 };
 
 #[cfg(target_os = "macos")]

@@ -16,8 +16,14 @@ pub struct Stat {
     pub state: ProcState,
     pub ppid: i32,
     pub pgid: i32,
+    /// Session id (field 6).
+    pub session: i32,
     /// Clock ticks since boot at which the process started (field 22).
     pub start_time: u64,
+    /// A zombie's wait status as `waitpid` would report it (field 52,
+    /// Linux 3.5); 0 while it runs, and 0 unless we may ptrace it. `None`
+    /// where the kernel has no such field.
+    pub exit_code: Option<i32>,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -54,19 +60,22 @@ pub fn parse(buf: &[u8]) -> Result<Stat, ParseError> {
     );
     let ppid = next_num::<i32>(&mut fields, "ppid")?; // 4
     let pgid = next_num::<i32>(&mut fields, "pgrp")?; // 5
-                                                      // Skip fields 6..=21.
-    let start_time = fields
-        .nth(21 - 6 + 1)
+    let session = next_num::<i32>(&mut fields, "session")?; // 6
+    let start_time = fields // skip fields 7..=21
+        .nth(21 - 7 + 1)
         .ok_or(ParseError("no starttime"))?
         .parse::<u64>()
         .map_err(|_| ParseError("bad starttime"))?; // 22
+    let exit_code = fields.nth(52 - 23).and_then(|f| f.parse::<i32>().ok()); // 52
     Ok(Stat {
         pid,
         name,
         state,
         ppid,
         pgid,
+        session,
         start_time,
+        exit_code,
     })
 }
 
@@ -110,8 +119,23 @@ mod tests {
         assert_eq!(s.state, ProcState::Sleeping);
         assert_eq!(s.ppid, 4100);
         assert_eq!(s.pgid, 4242);
+        assert_eq!(s.session, 4100);
         assert_eq!(s.start_time, 987654);
+        assert_eq!(s.exit_code, Some(0));
         assert_eq!(parse_state(SLEEP.as_bytes()).unwrap(), ProcState::Sleeping);
+    }
+
+    #[test]
+    fn zombie_exit_code_is_field_52() {
+        // A zombie that exited with code 7 (wait status 7 << 8).
+        let z = SLEEP
+            .replace(") S ", ") Z ")
+            .replace(" 0 0 0\n", " 0 0 1792\n");
+        let s = parse(z.as_bytes()).unwrap();
+        assert_eq!(s.exit_code, Some(1792));
+        // Kernels before 3.5 end the line earlier.
+        let short: Vec<&str> = SLEEP.split(' ').take(44).collect();
+        assert_eq!(parse(short.join(" ").as_bytes()).unwrap().exit_code, None);
     }
 
     #[test]

@@ -22,7 +22,7 @@
 
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use super::{Prepared, SpawnError, Stage};
@@ -42,6 +42,8 @@ struct ChildArgs {
     stdio: [c_int; 3],
     process_group: bool,
     death_signal: c_int,
+    /// The notify pipe's write end and its fd number in the child; -1: none.
+    notify: [c_int; 2],
     /// Whether to switch credentials at all (libuv's UV_PROCESS_SETUID/SETGID).
     set_uid: bool,
     uid: libc::uid_t,
@@ -112,14 +114,28 @@ extern "C" fn child_main(raw: *mut c_void) -> c_int {
         }
     }
 
-    // Nothing but stdio crosses into the new program.
-    // SAFETY: close_range takes plain integers and only touches our own fd
-    // table (no CLONE_FILES, so the parent's fds are unaffected).
-    if unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) } != 0 {
-        for fd in 3..args.max_fd {
-            // SAFETY: closing fds in our private table.
-            unsafe { libc::close(fd) };
+    // After stdio: a stdio source may sit on the notify fd's number, and has
+    // been copied to 0..2 by now.
+    let [notify_src, notify_target] = args.notify;
+    if notify_target >= 0 {
+        if notify_src == notify_target {
+            // dup2 onto itself keeps close-on-exec; clear it instead.
+            // SAFETY: fcntl on an fd of our private table.
+            if unsafe { libc::fcntl(notify_target, libc::F_SETFD, 0) } != 0 {
+                child_fail(args, Stage::Dup2);
+            }
+        // SAFETY: both fds are plain integers; dup2 clears CLOEXEC on target.
+        } else if unsafe { libc::dup2(notify_src, notify_target) } < 0 {
+            child_fail(args, Stage::Dup2);
         }
+    }
+
+    // Nothing but stdio (and the notify fd) crosses into the new program.
+    if notify_target >= 3 {
+        close_from(3, notify_target as u32, args.max_fd);
+        close_from(notify_target as u32 + 1, u32::MAX, args.max_fd);
+    } else {
+        close_from(3, u32::MAX, args.max_fd);
     }
 
     if !args.cwd.is_null() {
@@ -192,6 +208,22 @@ extern "C" fn child_main(raw: *mut c_void) -> c_int {
     // strings owned by the parent and alive until clone returns.
     unsafe { libc::execve(args.path, args.argv, args.envp) };
     child_fail(args, Stage::Execve)
+}
+
+/// Closes fds `first..last` (`last` excluded, `u32::MAX` meaning all). Child
+/// side: raw calls only.
+fn close_from(first: u32, last: u32, max_fd: c_int) {
+    if first >= last {
+        return;
+    }
+    // SAFETY: close_range takes plain integers and only touches our own fd
+    // table (no CLONE_FILES, so the parent's fds are unaffected).
+    if unsafe { libc::syscall(libc::SYS_close_range, first, last - 1, 0u32) } != 0 {
+        for fd in first as c_int..(last.min(max_fd as u32) as c_int) {
+            // SAFETY: closing fds in our private table.
+            unsafe { libc::close(fd) };
+        }
+    }
 }
 
 fn null_terminated(strings: &[CString]) -> Vec<*const c_char> {
@@ -279,6 +311,10 @@ pub fn clone_exec(
         stdio: [0, 1, 2].map(|i| prep.child_stdio[i].raw()),
         process_group: prep.process_group,
         death_signal: prep.death_signal.map_or(0, |s| s.as_raw()),
+        notify: prep
+            .notify
+            .as_ref()
+            .map_or([-1, -1], |(fd, target)| [fd.as_raw_fd(), *target]),
         set_uid: prep.uid.is_some(),
         uid: prep.uid.unwrap_or(0),
         set_gid: prep.gid.is_some(),

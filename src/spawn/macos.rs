@@ -33,7 +33,7 @@
 use std::ffi::{c_char, c_int, CString};
 use std::io;
 use std::mem::MaybeUninit;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 
 use super::{Prepared, SpawnError, Stage};
 use crate::pid::Pid;
@@ -175,6 +175,18 @@ fn file_actions(prep: &Prepared) -> Result<Actions, SpawnError> {
         // else: our own fd `target` is closed, and the child's stays closed
         // (an inherit of a closed fd would fail the whole spawn with EBADF,
         // where Linux simply passes the closed slot on).
+    }
+    // The readiness pipe's write end at its fd number. After stdio: file
+    // actions run in order, and a stdio source may sit on that number.
+    if let Some((fd, target)) = &prep.notify {
+        let src = fd.as_raw_fd();
+        if src == *target {
+            // SAFETY: records an inherit in the object we own.
+            check(unsafe { posix_spawn_file_actions_addinherit_np(&mut actions.0, src) })?;
+        } else {
+            // SAFETY: records a dup2 in the object we own.
+            check(unsafe { libc::posix_spawn_file_actions_adddup2(&mut actions.0, src, *target) })?;
+        }
     }
     if let Some(cwd) = &prep.cwd {
         // SAFETY: copies the NUL-terminated path into the object we own.

@@ -57,6 +57,9 @@ pub struct Command {
     pub stdio: [Stdio; 3],
     pub process_group: bool,
     pub death_signal: Option<Signal>,
+    /// A readiness pipe (s6's `notification-fd`): its write end becomes this
+    /// fd number (>= 3) in the child, its read end is `Child::notify`.
+    pub notify_fd: Option<i32>,
     /// Credentials the child switches to before exec (see `linux::child_main`).
     pub uid: Option<u32>,
     pub gid: Option<u32>,
@@ -150,6 +153,8 @@ pub struct Child {
     pub pidfd: Option<OwnedFd>,
     /// The parent's ends of `'pipe'` stdio, by fd number 0..3.
     pub pipes: [Option<OwnedFd>; 3],
+    /// The read end of the `notify_fd` pipe.
+    pub notify: Option<OwnedFd>,
 }
 
 /// Everything the spawner thread needs, owned, so it can cross threads.
@@ -161,6 +166,8 @@ pub struct Prepared {
     child_stdio: [ChildFd; 3],
     process_group: bool,
     death_signal: Option<Signal>,
+    /// (write end, fd number in the child).
+    notify: Option<(OwnedFd, i32)>,
     uid: Option<u32>,
     gid: Option<u32>,
 }
@@ -367,7 +374,10 @@ fn open_file(
     Ok(fd)
 }
 
-fn prepare(cmd: &Command) -> Result<(Prepared, [Option<OwnedFd>; 3]), SpawnError> {
+/// The parent's ends: stdio pipes and the notify pipe's read end.
+type ParentEnds = ([Option<OwnedFd>; 3], Option<OwnedFd>);
+
+fn prepare(cmd: &Command) -> Result<(Prepared, ParentEnds), SpawnError> {
     if cmd.program.is_empty() {
         return Err(SpawnError::Invalid(
             "command must be a non-empty string".into(),
@@ -421,6 +431,18 @@ fn prepare(cmd: &Command) -> Result<(Prepared, [Option<OwnedFd>; 3]), SpawnError
         child_stdio[n] = child;
         pipes[n] = parent;
     }
+    let (notify, notify_read) = match cmd.notify_fd {
+        None => (None, None),
+        Some(target) if target < 3 => {
+            return Err(SpawnError::Invalid(format!(
+                "notifyFd must be 3 or above (0..2 are stdio), got {target}"
+            )))
+        }
+        Some(target) => {
+            let (r, w) = io::pipe().map_err(|e| SpawnError::os(e, Stage::Stdio))?;
+            (Some((above_stdio(w.into())?, target)), Some(r.into()))
+        }
+    };
     Ok((
         Prepared {
             path,
@@ -430,10 +452,11 @@ fn prepare(cmd: &Command) -> Result<(Prepared, [Option<OwnedFd>; 3]), SpawnError
             child_stdio,
             process_group: cmd.process_group,
             death_signal: cmd.death_signal,
+            notify,
             uid: cmd.uid,
             gid: cmd.gid,
         },
-        pipes,
+        (pipes, notify_read),
     ))
 }
 
@@ -481,7 +504,7 @@ fn block_all_signals() {
 /// Starts `cmd`. Synchronous: when this returns Ok the child has exec'd,
 /// and when it returns Err no process and no fd is left behind.
 pub fn spawn(cmd: &Command, want_pidfd: bool) -> Result<Child, SpawnError> {
-    let (prep, pipes) = prepare(cmd)?;
+    let (prep, (pipes, notify)) = prepare(cmd)?;
     let raw = if on_main_thread() {
         // The main thread lives as long as the process, so it may create
         // the child itself: no hop to the spawner thread and back.
@@ -497,6 +520,7 @@ pub fn spawn(cmd: &Command, want_pidfd: bool) -> Result<Child, SpawnError> {
         pid: raw.pid,
         pidfd: raw.pidfd,
         pipes,
+        notify,
     })
 }
 
@@ -704,6 +728,7 @@ mod tests {
             stdio: [Stdio::Ignore, Stdio::Ignore, Stdio::Ignore],
             process_group: true,
             death_signal: None,
+            notify_fd: None,
             uid: None,
             gid: None,
             argv0: None,
@@ -729,6 +754,7 @@ mod tests {
             stdio: [Stdio::Ignore, Stdio::Ignore, Stdio::Ignore],
             process_group: true,
             death_signal: Some(Signal::KILL),
+            notify_fd: None,
             uid: None,
             gid: None,
             argv0: None,
@@ -747,5 +773,66 @@ mod tests {
             Err(e) => panic!("{e:?}"),
             Ok(_) => panic!("spawned a missing program"),
         }
+    }
+
+    #[test]
+    fn notify_fd_is_the_only_extra_fd_in_the_child() {
+        use std::io::Read;
+        for target in [3, 5, 200] {
+            let cmd = Command {
+                program: "/bin/sh".into(),
+                // Ready (dash takes one digit in `>&N`), then a program
+                // that holds exactly what it inherited.
+                args: vec![
+                    "-c".into(),
+                    format!("echo ready >/proc/self/fd/{target}; exec sleep 10"),
+                ],
+                env: env(),
+                cwd: None,
+                stdio: [Stdio::Ignore, Stdio::Ignore, Stdio::Ignore],
+                process_group: true,
+                death_signal: None,
+                notify_fd: Some(target),
+                uid: None,
+                gid: None,
+                argv0: None,
+            };
+            let child = spawn(&cmd, false).unwrap();
+            let mut notify = std::fs::File::from(child.notify.unwrap());
+            let mut buf = [0u8; 6];
+            notify.read_exact(&mut buf).unwrap();
+            assert_eq!(&buf, b"ready\n");
+            // Once sleep runs (its comm), its fd table is what it inherited.
+            let comm = format!("/proc/{}/comm", child.pid.as_raw());
+            while std::fs::read_to_string(&comm).unwrap() != "sleep\n" {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            let mut fds: Vec<i32> = std::fs::read_dir(format!("/proc/{}/fd", child.pid.as_raw()))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_str().unwrap().parse().unwrap())
+                .collect();
+            fds.sort();
+            crate::sys::kill(child.pid, Signal::KILL).unwrap();
+            crate::sys::waitid_pid(child.pid, libc::WEXITED).unwrap();
+            assert_eq!(fds, [0, 1, 2, target], "target {target}");
+        }
+        let mut bad = Command {
+            program: "true".into(),
+            args: vec![],
+            env: env(),
+            cwd: None,
+            stdio: [Stdio::Ignore, Stdio::Ignore, Stdio::Ignore],
+            process_group: true,
+            death_signal: None,
+            notify_fd: Some(2),
+            uid: None,
+            gid: None,
+            argv0: None,
+        };
+        assert!(matches!(spawn(&bad, false), Err(SpawnError::Invalid(_))));
+        bad.notify_fd = None;
+        let child = spawn(&bad, false).unwrap();
+        assert!(child.notify.is_none());
+        crate::sys::waitid_pid(child.pid, libc::WEXITED).unwrap();
     }
 }

@@ -23,7 +23,6 @@
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
@@ -271,23 +270,6 @@ impl StopTarget for PollTarget {
     fn wait_exit(&mut self, deadline: Instant) -> impl std::future::Future<Output = bool> + Send {
         let pid = self.pid;
         let identity = self.identity.clone();
-        async move {
-            let mut delay = Duration::from_millis(1);
-            loop {
-                let running = match &identity {
-                    None => proc_info::is_running(pid).unwrap_or(false),
-                    Some(id) => proc_info::is_running_as(pid, id).unwrap_or(false),
-                };
-                if !running {
-                    return true;
-                }
-                let now = Instant::now();
-                if now >= deadline {
-                    return false;
-                }
-                tokio::time::sleep((deadline - now).min(delay)).await;
-                delay = (delay * 2).min(Duration::from_millis(50));
-            }
-        }
+        async move { crate::wait::poll_until_exit(pid, identity.as_deref(), Some(deadline)).await }
     }
 }

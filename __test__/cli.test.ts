@@ -1,0 +1,240 @@
+import type { ChildProcess } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import http from 'node:http'
+import net from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import { readSupervisorState } from '../index.js'
+import { aliveInProcTable, FIXTURES, sleep, trackProcesses, waitFor } from './helpers'
+
+const { others } = trackProcesses()
+
+const CLI = join(__dirname, '..', 'bin', 'procward.js')
+const DAEMON = join(FIXTURES, 'http-daemon.cjs')
+const SUPERVISOR_PROCESS = join(FIXTURES, 'supervisor-process.cjs')
+const PROCWARD = join(__dirname, '..', 'index.js')
+const NODE = process.execPath
+
+const dirs: string[] = []
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true })
+})
+
+function tempDir(): string {
+  const d = mkdtempSync(join(tmpdir(), 'procward-cli-'))
+  dirs.push(d)
+  return d
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer()
+    srv.once('error', reject)
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo
+      srv.close(() => resolve(port))
+    })
+  })
+}
+
+function get(port: number): Promise<{ pid: number } | null> {
+  return new Promise((resolve) => {
+    const req = http.get({ host: '127.0.0.1', port, path: '/', agent: false }, (res) => {
+      let body = ''
+      res.on('data', (d) => (body += d))
+      res.on('end', () => resolve(JSON.parse(body)))
+    })
+    req.on('error', () => resolve(null))
+  })
+}
+
+/** A running CLI, its output so far, and its end. */
+class Cli {
+  readonly proc: ChildProcess
+  out = ''
+  err = ''
+  readonly done: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
+
+  constructor(args: string[]) {
+    this.proc = others.spawn(NODE, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+    this.proc.stdout?.on('data', (d) => (this.out += d))
+    this.proc.stderr?.on('data', (d) => (this.err += d))
+    this.done = new Promise((resolve) => this.proc.once('exit', (code, signal) => resolve({ code, signal })))
+  }
+
+  /** The pids of the lines on stderr that match `event` ('ready', 'spawn'). */
+  pids(event: string): number[] {
+    return [...this.err.matchAll(new RegExp(`: ${event} pid (\\d+)`, 'g'))].map((m) => Number(m[1]))
+  }
+}
+
+async function cli(args: string[]): Promise<{ code: number | null; out: string; err: string }> {
+  const c = new Cli(args)
+  const { code } = await c.done
+  return { code, out: c.out, err: c.err }
+}
+
+describe('procward run', () => {
+  it('serves, restarts a kill -9ed child, and exits cleanly on SIGTERM leaving no child', async () => {
+    const port = await freePort()
+    const c = new Cli(['run', '--ready-port', String(port), '--', NODE, DAEMON, '--port', String(port)])
+    await waitFor(() => c.pids('ready').length === 1, 10_000, 'ready')
+    const first = c.pids('ready')[0] as number
+    expect((await get(port))?.pid).toBe(first)
+    process.kill(first, 'SIGKILL')
+    await waitFor(() => c.pids('ready').length === 2, 10_000, 'ready again')
+    const second = c.pids('ready')[1] as number
+    expect((await get(port))?.pid).toBe(second)
+    expect(c.err).toMatch(new RegExp(`exit pid ${first} killed by SIGKILL \\(unexpected\\)`))
+    expect(c.err).toMatch(/restart attempt 1 in 0 ms/)
+
+    c.proc.kill('SIGTERM')
+    const end = await c.done
+    // It stopped its child, then died of the signal itself (status 143).
+    expect(end.signal).toBe('SIGTERM')
+    expect(aliveInProcTable(second)).toBe(false)
+    expect(await get(port)).toBeNull()
+  })
+
+  it('--json: one JSON object per event; --restart never: the child exit status', async () => {
+    const r = await cli(['run', '--json', '--restart', 'never', '--name', 'seven', '--', 'sh', '-c', 'exit 7'])
+    expect(r.code).toBe(7)
+    const events = r.err
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l))
+    expect(events.map((e) => e.event)).toEqual(['spawn', 'ready', 'exit', 'failed'])
+    expect(events[2]).toMatchObject({ name: 'seven', code: 7, signal: null, expected: false })
+    const killed = await cli(['run', '--restart', 'never', '--', 'sh', '-c', 'kill -9 $$'])
+    expect(killed.code).toBe(128 + 9)
+  })
+})
+
+describe('procward status and stop', () => {
+  it('on a live state file: status 0, stop ends supervisor and child, then status 3', async () => {
+    const port = await freePort()
+    const stateFile = join(tempDir(), 'web.json')
+    const c = new Cli([
+      'run',
+      '--state-file',
+      stateFile,
+      '--ready-port',
+      String(port),
+      '--',
+      NODE,
+      DAEMON,
+      '--port',
+      String(port),
+    ])
+    await waitFor(() => c.pids('ready').length === 1, 10_000, 'ready')
+    const child = c.pids('ready')[0] as number
+    await waitFor(() => readSupervisorState(stateFile)?.state === 'running', 5000, 'the running record')
+
+    const st = await cli(['status', stateFile])
+    expect(st.code).toBe(0)
+    expect(st.out).toMatch(/: running/)
+    expect(st.out).toContain(`pid ${child}, running`)
+    const json = await cli(['status', stateFile, '--json'])
+    expect(JSON.parse(json.out)).toMatchObject({ state: 'running', child: { pid: child, running: true } })
+
+    const stop = await cli(['stop', stateFile])
+    expect(stop.code).toBe(0)
+    expect((await c.done).signal).toBe('SIGTERM')
+    expect(aliveInProcTable(child)).toBe(false)
+    expect((await cli(['status', stateFile])).code).toBe(3)
+  })
+
+  it('on a dead supervisor: stop stops the recorded child directly', async () => {
+    const port = await freePort()
+    const stateFile = join(tempDir(), 'orphan.json')
+    const p = others.spawn(NODE, [
+      SUPERVISOR_PROCESS,
+      PROCWARD,
+      JSON.stringify({
+        command: NODE,
+        args: [DAEMON, '--port', String(port)],
+        ready: { port },
+        stateFile,
+        spawn: { parentDeathSignal: false },
+      }),
+    ])
+    await waitFor(() => readSupervisorState(stateFile)?.state === 'running', 10_000, 'the running record')
+    const orphan = readSupervisorState(stateFile)?.child?.pid as number
+    others.track(orphan)
+    p.kill('SIGKILL')
+    await new Promise((r) => p.once('exit', r))
+    expect((await get(port))?.pid).toBe(orphan)
+    // The supervisor is dead, its child is not: not running as a service.
+    expect((await cli(['status', stateFile])).code).toBe(3)
+
+    const stop = await cli(['stop', stateFile, '--grace', '2000'])
+    expect(stop.code).toBe(0)
+    expect(stop.err).toContain(`child pid ${orphan}: exited`)
+    expect(aliveInProcTable(orphan)).toBe(false)
+  })
+
+  it('status of a missing or foreign file: 4 (unknown)', async () => {
+    expect((await cli(['status', join(tempDir(), 'none.json')])).code).toBe(4)
+  })
+})
+
+describe('procward lock', () => {
+  it('excludes a second holder (75), --wait waits, and the command status is passed on', async () => {
+    const file = join(tempDir(), 'job.lock')
+    const holder = new Cli(['lock', file, '--', 'sh', '-c', 'echo locked; sleep 0.6'])
+    await waitFor(() => holder.out.includes('locked'), 5000, 'the first holder')
+
+    const second = await cli(['lock', file, '--', 'sh', '-c', 'echo ran'])
+    expect(second.code).toBe(75)
+    expect(second.out).toBe('')
+    expect(second.err).toMatch(/locked by pid \d+/)
+
+    const t0 = Date.now()
+    const waited = await cli(['lock', file, '--wait', '--', 'sh', '-c', 'echo ran; exit 7'])
+    expect(waited.out).toBe('ran\n')
+    expect(waited.code).toBe(7)
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(200)
+    expect((await holder.done).code).toBe(0)
+
+    const bounded = new Cli(['lock', file, '--', 'sleep', '5'])
+    await sleep(200)
+    const timedOut = await cli(['lock', file, '--wait=100', '--', 'true'])
+    expect(timedOut.code).toBe(75)
+    bounded.proc.kill('SIGTERM')
+    // SIGTERM is passed on to the command, whose status is ours.
+    expect((await bounded.done).code).toBe(128 + 15)
+  })
+})
+
+describe('usage', () => {
+  for (const args of [
+    [],
+    ['frob'],
+    ['run'],
+    ['run', '--restart', 'sometimes', '--', 'true'],
+    ['run', '--ready-port', 'eighty', '--', 'true'],
+    ['run', '--bogus', '--', 'true'],
+    ['status'],
+    ['status', 'a', 'b'],
+    ['stop'],
+    ['lock', 'file'],
+    ['lock', '--wait=soon', 'file', '--', 'true'],
+  ]) {
+    it(`procward ${args.join(' ')}: usage on stderr, exit 2`, async () => {
+      const r = await cli(args)
+      expect(r.code).toBe(2)
+      expect(r.err).toMatch(/usage: procward/)
+      expect(r.out).toBe('')
+    })
+  }
+
+  it('--help prints the usage on stdout and exits 0', async () => {
+    for (const cmd of ['run', 'status', 'stop', 'lock']) {
+      const r = await cli([cmd, '--help'])
+      expect(r.code).toBe(0)
+      expect(r.out).toContain(`usage: procward ${cmd}`)
+    }
+    expect((await cli(['--help'])).out).toContain('commands:')
+  })
+})

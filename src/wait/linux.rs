@@ -1,0 +1,158 @@
+//! Linux: a pidfd, awaited on the runtime's reactor.
+//!
+//! The status: the kernel records it in the pidfd when the parent *reaps*
+//! the process (`ioctl(PIDFD_GET_INFO)` with `PIDFD_INFO_EXIT`, Linux 6.15),
+//! not when it becomes a zombie; a wait that resolves on the zombie (as it
+//! must: a zombie has exited) would find nothing there. So a zombie's status
+//! is read from its `/proc/<pid>/stat` (field 52, what `waitpid` would
+//! return). That read is of our process only if the process still holds the
+//! pid: checked after the read through the pidfd (`pidfd_send_signal(0)`
+//! fails with ESRCH once it is reaped), and if it was reaped meanwhile the
+//! kernel now has the status in the pidfd. The kernel shows field 52 as 0 to
+//! a reader that may not ptrace the process, so a 0 counts only where we
+//! may (root, or the process's /proc entry is ours); otherwise no status.
+//! A process whose main thread exited before the others reports the main
+//! thread's status there, as `PIDFD_INFO_EXIT` does.
+
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+use tokio::sync::watch;
+
+use super::{decode_wait_status, poll_wait, same_process, Exited};
+use crate::exit_watch::{self, ExitStatus};
+use crate::pid::Pid;
+use crate::proc_info::{self, InfoError, ProcState};
+use crate::sys;
+
+/// Must run inside a tokio runtime (the pidfd joins its reactor).
+pub async fn wait_for_exit(
+    pid: Pid,
+    identity: Option<&str>,
+    mut cancel: watch::Receiver<bool>,
+) -> io::Result<Option<Exited>> {
+    if exit_watch::forced_fallback() {
+        return poll_wait(pid, identity, cancel).await;
+    }
+    let pidfd = match sys::pidfd_open(pid) {
+        Ok(fd) => fd,
+        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(Some(Exited::GONE)),
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::ENOSYS) | Some(libc::EMFILE) | Some(libc::ENFILE)
+            ) =>
+        {
+            return poll_wait(pid, identity, cancel).await;
+        }
+        Err(e) => return Err(e),
+    };
+    if let Some(wanted) = identity {
+        // After opening: the pidfd pins the process, so the answer holds.
+        match proc_info::stat_and_identity_of_pidfd(pid, &pidfd) {
+            Ok(Some((_, current))) if !same_process(&current, wanted) => {
+                return Ok(Some(Exited::REUSED))
+            }
+            Ok(Some(_)) => {}
+            // Exited and reaped since the open; its pid may be anyone's now.
+            Ok(None) => return Ok(Some(Exited::GONE)),
+            Err(InfoError::Hidden) => return Err(io::Error::from_raw_os_error(libc::EACCES)),
+            Err(InfoError::Io(e)) => return Err(e),
+        }
+    }
+    // SAFETY: the OwnedFd moves into the AsyncFd and stays open (same fd)
+    // until the AsyncFd is dropped.
+    let afd = unsafe { AsyncFd::register_with_interest(pidfd, Interest::READABLE) }
+        .map_err(|e| e.into_parts().1)?;
+    tokio::select! {
+        ready = afd.readable() => drop(ready?),
+        _ = cancel.wait_for(|c| *c) => return Ok(None),
+    }
+    let pidfd = afd.into_inner();
+    Ok(Some(Exited {
+        pid_reused: false,
+        exit: exit_status(pid, &pidfd),
+    }))
+}
+
+/// The status of the exited process `pidfd` refers to (see the module docs).
+fn exit_status(pid: Pid, pidfd: &OwnedFd) -> Option<ExitStatus> {
+    if let Some(status) = sys::pidfd_exit_status(pidfd.as_fd()) {
+        return Some(decode_wait_status(status));
+    }
+    let zombie = zombie_status(pid);
+    match sys::pidfd_unreaped(pidfd.as_fd()) {
+        // Still holds the pid, so the read above was of this process.
+        Ok(true) => zombie.map(decode_wait_status),
+        // Reaped meanwhile: the kernel has the status now (6.15+).
+        _ => sys::pidfd_exit_status(pidfd.as_fd()).map(decode_wait_status),
+    }
+}
+
+/// Field 52 of whatever zombie holds `pid` now, when it can be trusted.
+fn zombie_status(pid: Pid) -> Option<i32> {
+    let stat = proc_info::stat_of(pid).ok().flatten()?;
+    if stat.state != ProcState::Zombie {
+        return None;
+    }
+    let status = stat.exit_code?;
+    if status != 0 {
+        return Some(status);
+    }
+    // SAFETY: geteuid takes no arguments and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    let owner = std::fs::metadata(format!("/proc/{}", pid.as_raw()))
+        .ok()?
+        .uid();
+    (euid == 0 || owner == euid).then_some(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A child of this test that has exited: a zombie until we reap it.
+    fn zombie(script: &str) -> (std::process::Child, Pid, OwnedFd) {
+        let child = std::process::Command::new("sh")
+            .args(["-c", script])
+            .spawn()
+            .unwrap();
+        let pid = Pid::from_raw(child.id() as i32).unwrap();
+        let fd = sys::pidfd_open(pid).unwrap();
+        while !sys::is_readable_now(fd.as_fd()).unwrap() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        (child, pid, fd)
+    }
+
+    #[test]
+    fn status_of_a_zombie_then_of_the_reaped_process() {
+        let (mut child, pid, fd) = zombie("exit 7");
+        assert!(sys::pidfd_unreaped(fd.as_fd()).unwrap());
+        // Unreaped: the kernel has no status in the pidfd yet; /proc has it.
+        assert_eq!(sys::pidfd_exit_status(fd.as_fd()), None);
+        assert_eq!(exit_status(pid, &fd), Some(ExitStatus::Code(7)));
+        child.wait().unwrap();
+        assert!(!sys::pidfd_unreaped(fd.as_fd()).unwrap());
+        // Reaped: from the pidfd on 6.15+, else none (the pid may be reused).
+        let reaped = exit_status(pid, &fd);
+        if sys::pidfd_exit_status(fd.as_fd()).is_some() {
+            assert_eq!(reaped, Some(ExitStatus::Code(7)));
+        } else {
+            assert_eq!(reaped, None);
+        }
+    }
+
+    #[test]
+    fn status_of_a_killed_zombie() {
+        let (mut child, pid, fd) = zombie("kill -TERM $$");
+        assert_eq!(
+            exit_status(pid, &fd),
+            Some(ExitStatus::Signal(libc::SIGTERM))
+        );
+        child.wait().unwrap();
+    }
+}

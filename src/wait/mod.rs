@@ -1,0 +1,140 @@
+//! `waitForExit`: an exit event for a process that is not our child.
+//!
+//! It is not ours, so it is never reaped here (its parent does that): no
+//! `waitid`, ever. The exit is seen through a pidfd, which turns readable
+//! once the process has exited — a zombie counts — and pins the process, so
+//! a pid recycled meanwhile is never mistaken for it. Where no pidfd can be
+//! had (kernel < 5.3, a full fd table, the forced fallback), liveness is
+//! polled with the same backing-off schedule as a bare-pid stop (1 ms
+//! doubling to 50 ms); that path cannot see an exit status.
+//!
+//! Cancelling (an aborted signal in JS) drops the wait's future, and with it
+//! the pidfd and its reactor registration: nothing is left behind.
+
+#[cfg(target_os = "linux")]
+mod linux;
+#[cfg(target_os = "linux")]
+pub use linux::wait_for_exit;
+#[cfg(not(target_os = "linux"))]
+pub use poll_wait as wait_for_exit;
+
+use std::io;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::exit_watch::ExitStatus;
+use crate::pid::Pid;
+use crate::proc_info::{self, Identity, InfoError};
+
+/// How a wait ended (cancelled waits end with `None` instead).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Exited {
+    /// The pid was held by a different process than `identity` named: that
+    /// one had exited before the wait began.
+    pub pid_reused: bool,
+    /// The status, where the kernel gives one (see `linux.rs`).
+    pub exit: Option<ExitStatus>,
+}
+
+impl Exited {
+    pub const GONE: Exited = Exited {
+        pid_reused: false,
+        exit: None,
+    };
+    pub const REUSED: Exited = Exited {
+        pid_reused: true,
+        exit: None,
+    };
+}
+
+/// Decodes a status in `waitpid`'s encoding.
+pub fn decode_wait_status(status: i32) -> ExitStatus {
+    match status & 0x7f {
+        0 => ExitStatus::Code((status >> 8) & 0xff),
+        sig => ExitStatus::Signal(sig),
+    }
+}
+
+fn info_to_io(e: InfoError) -> io::Error {
+    match e {
+        InfoError::Hidden => io::Error::from_raw_os_error(libc::EACCES),
+        InfoError::Io(e) => e,
+    }
+}
+
+fn running(pid: Pid, identity: Option<&str>) -> io::Result<bool> {
+    match identity {
+        None => proc_info::is_running(pid),
+        Some(id) => proc_info::is_running_as(pid, id).map_err(info_to_io),
+    }
+}
+
+/// Is `current` the process `wanted` names? A string that is no identity
+/// names no process (the binding refuses one before it gets here).
+pub fn same_process(current: &Identity, wanted: &str) -> bool {
+    Identity::decode(wanted).is_some_and(|w| current.same_process(&w))
+}
+
+/// Polls liveness until `pid` (as `identity`, when given) no longer runs:
+/// 1 ms, doubling to 50 ms between checks. False when `deadline` passes
+/// first. A check that fails counts as "not running".
+pub async fn poll_until_exit(pid: Pid, identity: Option<&str>, deadline: Option<Instant>) -> bool {
+    let mut delay = Duration::from_millis(1);
+    loop {
+        if !running(pid, identity).unwrap_or(false) {
+            return true;
+        }
+        let mut sleep = delay;
+        if let Some(deadline) = deadline {
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            sleep = sleep.min(deadline - now);
+        }
+        tokio::time::sleep(sleep).await;
+        delay = (delay * 2).min(Duration::from_millis(50));
+    }
+}
+
+/// The wait without a pidfd: the identity is checked once up front (to
+/// tell a reused pid apart), then liveness is polled. No exit status.
+pub async fn poll_wait(
+    pid: Pid,
+    identity: Option<&str>,
+    mut cancel: watch::Receiver<bool>,
+) -> io::Result<Option<Exited>> {
+    if let Some(wanted) = identity {
+        // Whoever holds the pid now, running or a zombie, is not the process
+        // asked about: that one is gone, and its pid was reused.
+        if let Some(info) = proc_info::process_info(pid).map_err(info_to_io)? {
+            if !same_process(&info.identity, wanted) {
+                return Ok(Some(Exited::REUSED));
+            }
+        }
+    }
+    if !running(pid, identity)? {
+        return Ok(Some(Exited::GONE));
+    }
+    tokio::select! {
+        _ = poll_until_exit(pid, identity, None) => Ok(Some(Exited::GONE)),
+        _ = cancel.wait_for(|c| *c) => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_statuses_decode_as_waitpid_does() {
+        assert_eq!(decode_wait_status(0), ExitStatus::Code(0));
+        assert_eq!(decode_wait_status(7 << 8), ExitStatus::Code(7));
+        assert_eq!(decode_wait_status(255 << 8), ExitStatus::Code(255));
+        assert_eq!(decode_wait_status(9), ExitStatus::Signal(9));
+        // Killed by SIGSEGV with a core dump: the 0x80 bit is not the signal.
+        assert_eq!(decode_wait_status(0x80 | 11), ExitStatus::Signal(11));
+    }
+}
