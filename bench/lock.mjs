@@ -7,7 +7,7 @@ import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, unlinkSync, wri
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fmt, perCall, quantile, ratio, table } from './util.mjs'
+import { fmt, lines, perCall, quantile, ratio, table } from './util.mjs'
 
 const require = createRequire(import.meta.url)
 const { acquireLock, readLock, tryLock } = require('../index.js')
@@ -36,23 +36,6 @@ print(time.clock_gettime_ns(time.CLOCK_MONOTONIC), flush=True)
 const POLL_MS = 10 // how often proper-lockfile and the pid file retry here
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 const monoMs = () => Number(process.hrtime.bigint()) / 1e6
-
-function lines(stream) {
-  const queue = []
-  const waiters = []
-  let buf = ''
-  stream.on('data', (d) => {
-    buf += String(d)
-    for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
-      const line = buf.slice(0, nl)
-      buf = buf.slice(nl + 1)
-      const w = waiters.shift()
-      if (w) w(line)
-      else queue.push(line)
-    }
-  })
-  return () => (queue.length ? Promise.resolve(queue.shift()) : new Promise((r) => waiters.push(r)))
-}
 
 function pidFileTry(file) {
   try {

@@ -5,7 +5,7 @@
 import { execFileSync, spawn } from 'node:child_process'
 import { createRequire } from 'node:module'
 import { join } from 'node:path'
-import { fmt, stats, table } from './util.mjs'
+import { fmt, lines, stats, table } from './util.mjs'
 
 const require = createRequire(import.meta.url)
 const { spawnSupervised, stopSupervisedProcess } = require('../index.js')
@@ -15,23 +15,6 @@ const FIXTURES = join(import.meta.dirname, '..', '__test__', 'fixtures')
 // and exits: the moment of the real exit, give or take the shell's exit.
 const CLEANUP = `trap 'sleep 0.04; date +%s%N; exit 0' TERM; echo ready; while :; do sleep 0.01; done`
 const wallNs = () => BigInt(Math.round((performance.timeOrigin + performance.now()) * 1e6))
-
-function lines(stream) {
-  const queue = []
-  const waiters = []
-  let buf = ''
-  stream.on('data', (d) => {
-    buf += String(d)
-    for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
-      const line = buf.slice(0, nl)
-      buf = buf.slice(nl + 1)
-      const w = waiters.shift()
-      if (w) w(line)
-      else queue.push(line)
-    }
-  })
-  return () => (queue.length ? Promise.resolve(queue.shift()) : new Promise((r) => waiters.push(r)))
-}
 
 async function slack(kind) {
   let pid

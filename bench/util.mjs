@@ -48,3 +48,21 @@ export function table(rows, columns) {
 
 export const fmt = (v, digits = 2) => (Number.isFinite(v) ? v.toFixed(digits) : String(v))
 export const ratio = (a, b) => (Number.isFinite(a) && Number.isFinite(b) && b > 0 ? `${(a / b).toFixed(1)}x` : '-')
+
+/** Reads `stream` line by line: each call of the returned function resolves to the next line. */
+export function lines(stream) {
+  const queue = []
+  const waiters = []
+  let buf = ''
+  stream.on('data', (d) => {
+    buf += String(d)
+    for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
+      const line = buf.slice(0, nl)
+      buf = buf.slice(nl + 1)
+      const w = waiters.shift()
+      if (w) w(line)
+      else queue.push(line)
+    }
+  })
+  return () => (queue.length ? Promise.resolve(queue.shift()) : new Promise((r) => waiters.push(r)))
+}
