@@ -325,9 +325,12 @@ struct PidfdInfo {
 const _: () = assert!(std::mem::size_of::<PidfdInfo>() == 64);
 
 const PIDFD_INFO_EXIT: u64 = 1 << 3;
-/// `_IOWR(PIDFS_IOCTL_MAGIC = 0xFF, 11, struct pidfd_info)`.
-const PIDFD_GET_INFO: libc::c_ulong =
-    (3 << 30) | ((std::mem::size_of::<PidfdInfo>() as libc::c_ulong) << 16) | (0xFF << 8) | 11;
+/// `_IOWR(PIDFS_IOCTL_MAGIC = 0xFF, 11, struct pidfd_info)`. The request
+/// type is the C library's (`unsigned long` in glibc, `int` in musl): the
+/// same 32 bits either way, hence the bit-preserving cast.
+const PIDFD_GET_INFO: libc::Ioctl =
+    ((3u32 << 30) | ((std::mem::size_of::<PidfdInfo>() as u32) << 16) | (0xFF << 8) | 11)
+        as libc::Ioctl;
 
 /// The wait status (as `waitpid` encodes it) of the reaped process a pidfd
 /// refers to, through `ioctl(PIDFD_GET_INFO)` with `PIDFD_INFO_EXIT` (Linux
