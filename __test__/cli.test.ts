@@ -1,12 +1,9 @@
 import type { ChildProcess } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
 import http from 'node:http'
-import net from 'node:net'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { readSupervisorState } from '../index.js'
-import { aliveInProcTable, FIXTURES, sleep, trackProcesses, waitFor } from './helpers'
+import { aliveInProcTable, FIXTURES, freePort, sleep, tempDirs, trackProcesses, waitFor } from './helpers'
 
 const { others } = trackProcesses()
 
@@ -16,27 +13,7 @@ const SUPERVISOR_PROCESS = join(FIXTURES, 'supervisor-process.cjs')
 const PROCWARD = join(__dirname, '..', 'index.js')
 const NODE = process.execPath
 
-const dirs: string[] = []
-afterEach(() => {
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true })
-})
-
-function tempDir(): string {
-  const d = mkdtempSync(join(tmpdir(), 'procward-cli-'))
-  dirs.push(d)
-  return d
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer()
-    srv.once('error', reject)
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo
-      srv.close(() => resolve(port))
-    })
-  })
-}
+const tempDir = tempDirs('procward-cli-')
 
 function get(port: number): Promise<{ pid: number } | null> {
   return new Promise((resolve) => {

@@ -2,7 +2,9 @@
 // directly (/proc), independently of procward's own parser, so a bug there
 // cannot hide itself.
 import { type ChildProcess, spawn } from 'node:child_process'
-import { readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs'
+import net from 'node:net'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, expect } from 'vitest'
 import { getProcessInfo, type SupervisedProcess, spawnSupervised } from '../index.js'
@@ -289,4 +291,29 @@ export function trackProcesses(): { sup: Supervised['spawn']; others: Spawned } 
     expect(leaked).toEqual([])
   })
   return { sup: supervised.spawn.bind(supervised), others }
+}
+
+/** A loopback port nothing listens on now: bound to 0, read, closed. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer()
+    srv.once('error', reject)
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo
+      srv.close(() => resolve(port))
+    })
+  })
+}
+
+/** Per test file: `tempDir()` makes a fresh directory, removed after each test. */
+export function tempDirs(prefix: string): () => string {
+  const dirs: string[] = []
+  afterEach(() => {
+    for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true })
+  })
+  return () => {
+    const d = mkdtempSync(join(tmpdir(), prefix))
+    dirs.push(d)
+    return d
+  }
 }

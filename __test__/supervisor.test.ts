@@ -1,8 +1,6 @@
 import type { ChildProcess } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
-import net from 'node:net'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import {
@@ -13,7 +11,17 @@ import {
   type SupervisorOptions,
   spawnSupervised,
 } from '../index.js'
-import { aliveInProcTable, FIXTURES, procState, sleep, taggedProcesses, trackProcesses, waitFor } from './helpers'
+import {
+  aliveInProcTable,
+  FIXTURES,
+  freePort,
+  procState,
+  sleep,
+  taggedProcesses,
+  tempDirs,
+  trackProcesses,
+  waitFor,
+} from './helpers'
 
 const { others } = trackProcesses()
 
@@ -25,7 +33,7 @@ const NODE = process.execPath
 // ---- helpers --------------------------------------------------------------------
 
 const supervisors: Supervisor[] = []
-const dirs: string[] = []
+const tempDir = tempDirs('procward-sup-')
 
 /** Every supervisor a test makes is stopped after it (before the leak check). */
 function supervisor(options: SupervisorOptions): Supervisor {
@@ -36,26 +44,7 @@ function supervisor(options: SupervisorOptions): Supervisor {
 
 afterEach(async () => {
   for (const s of supervisors.splice(0)) await s.stop({ signal: 'SIGKILL' }).catch(() => {})
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true })
 })
-
-function tempDir(): string {
-  const d = mkdtempSync(join(tmpdir(), 'procward-sup-'))
-  dirs.push(d)
-  return d
-}
-
-/** A port nothing listens on now: bound to 0, read, closed. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer()
-    srv.once('error', reject)
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo
-      srv.close(() => resolve(port))
-    })
-  })
-}
 
 /** What the daemon on `port` says about itself, or null when nothing answers. */
 function get(port: number): Promise<{ pid: number; args: string[] } | null> {
