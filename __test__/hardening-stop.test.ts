@@ -327,3 +327,21 @@ describe('unknown stop options', () => {
     )
   })
 })
+
+describe('a stop of a child that has exited but is not reaped yet', () => {
+  it('waits for the reap: the result carries the exit and the pid is gone', async () => {
+    for (let i = 0; i < 20; i++) {
+      const p = sup('true', [])
+      // Catch the window between the exit and the native reap (the loop has
+      // not run yet; the reaper beside it waits a moment for the loop).
+      while (procState(p.pid) !== 'Z' && p.exitInfo === null) {
+        // spin: the JS thread must not yield here
+      }
+      const r = await p.stop()
+      expect(r.outcome).toBe('already-exited')
+      expect(r.signals).toEqual([])
+      expect(r.exit).toMatchObject({ pid: p.pid, code: 0 })
+      expect(procState(p.pid)).toBeNull()
+    }
+  })
+})

@@ -181,10 +181,12 @@ pub async fn run<T: StopTarget>(
     let mut signals = Vec::new();
     let done = |outcome, signals| Ok(StopReport { outcome, signals });
 
-    if target.has_exited() {
-        return done(Outcome::AlreadyExited, signals);
-    }
-    if !target.send(plan.signal)? {
+    // Exited before we sent anything. For our child the exit we wait for is
+    // the reap, which may still be a moment away (the watcher is about to
+    // settle it): wait for it, bounded as everything else, so that
+    // `already-exited` means the pid is gone and the status is at hand.
+    if target.has_exited() || !target.send(plan.signal)? {
+        clock.wait(target, |d| d.give_up_at).await;
         return done(Outcome::AlreadyExited, signals);
     }
     signals.push(plan.signal);
@@ -342,6 +344,48 @@ mod tests {
         assert_eq!(r.outcome, Outcome::AlreadyExited);
         assert!(r.signals.is_empty());
         assert!(t.sent.is_empty());
+    }
+
+    /// Exited, but its reap (what `wait_exit` reports for our children)
+    /// comes a little later.
+    struct Unreaped {
+        reaped_at: Instant,
+    }
+
+    impl StopTarget for Unreaped {
+        fn has_exited(&mut self) -> bool {
+            true
+        }
+        fn send(&mut self, _sig: Signal) -> io::Result<bool> {
+            panic!("nothing may be sent to an exited target")
+        }
+        fn wait_exit(&mut self, deadline: Instant) -> impl Future<Output = bool> + Send {
+            let at = self.reaped_at;
+            async move {
+                tokio::time::sleep_until(at.min(deadline)).await;
+                at <= deadline
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn already_exited_waits_for_the_reap_bounded() {
+        let start = Instant::now();
+        let mut t = Unreaped {
+            reaped_at: start + MS(3),
+        };
+        let r = run_alone(&mut t, &plan()).await.unwrap();
+        assert_eq!(r.outcome, Outcome::AlreadyExited);
+        assert!(r.signals.is_empty());
+        assert_eq!(start.elapsed(), MS(3));
+        // Never reaped: bounded by the whole stop's bound.
+        let mut t = Unreaped {
+            reaped_at: start + MS(60_000),
+        };
+        let start = Instant::now();
+        let r = run_alone(&mut t, &plan()).await.unwrap();
+        assert_eq!(r.outcome, Outcome::AlreadyExited);
+        assert_eq!(start.elapsed(), MS(7000));
     }
 
     #[tokio::test(start_paused = true)]
