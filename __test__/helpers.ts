@@ -85,6 +85,17 @@ export function openFds(): string[] {
   return out
 }
 
+/**
+ * The fds opened since `before` that are still open once procward's native
+ * watchers have finished: each holds a duplicate of a child's pidfd until
+ * it has seen the reap, which can be a moment after `'exit'` (bounded).
+ */
+export async function fdsLeftSince(before: string[], timeoutMs = 2000): Promise<string[]> {
+  const left = () => openFds().filter((fd) => !before.includes(fd))
+  await waitFor(() => left().length === 0, timeoutMs, 'the native watchers to close their pidfds').catch(() => {})
+  return left()
+}
+
 /** Tracks child_process children so every test can clean up what it started. */
 /** Processes carrying `tag` in their environment (inherited by descendants). */
 export function taggedProcesses(tag: string): number[] {

@@ -10,6 +10,7 @@ import {
   aliveInProcTable,
   childrenOf,
   FIXTURES,
+  fdsLeftSince,
   firstLineOf,
   openFds,
   procState,
@@ -231,7 +232,7 @@ describe('many children', () => {
       if (info.code !== 0) throw new Error(`cycle ${i}: ${JSON.stringify(info)}`)
     }
     expect(zombieChildren()).toEqual([])
-    expect(openFds().filter((fd) => !before.includes(fd))).toEqual([])
+    expect(await fdsLeftSince(before)).toEqual([])
   })
 
   it('reaps 200 children dying at once, each status right', async () => {

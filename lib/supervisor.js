@@ -492,7 +492,7 @@ function parseRecord(text) {
   if (c !== null) {
     if (typeof c !== 'object' || !validPid(c.pid) || typeof c.identity !== 'string') return null
     if (c.pgid !== null && !validPid(c.pgid)) return null
-    if (c.session !== null && !(Number.isInteger(c.session) && c.session >= 0)) return null
+    if (c.session !== null && c.session !== 0 && !validPid(c.session)) return null
     if (typeof c.command !== 'string' || !Array.isArray(c.args) || typeof c.aliveAt !== 'string') return null
   }
   return r
@@ -902,7 +902,7 @@ class Supervisor extends EventEmitter {
     const aliveAtMs = Date.parse(c.aliveAt)
     // (No stray sweep where the platform has no /proc scan of its own.)
     const canSweep = typeof native.sweepStrays === 'function'
-    if (canSweep && c.pgid !== null && c.session !== null && c.session > 0 && Number.isFinite(aliveAtMs)) {
+    if (canSweep && c.pgid !== null && c.session !== null && c.session >= 0 && Number.isFinite(aliveAtMs)) {
       try {
         swept = await native.sweepStrays(
           { pgid: c.pgid, session: c.session, identity: c.identity, aliveAtMs },

@@ -2,7 +2,8 @@
 # Every test, in order: Rust unit tests, the TypeScript type check, the vitest
 # suite on the machine's Node with the default back-end (pidfd on the JS
 # loop), again with pidfd on tokio, again with the forced fallback (waiter
-# threads), again under a newer Node (one binary, N-API is
+# threads), the supervisor and CLI again in session 0 (a pid namespace),
+# again under a newer Node (one binary, N-API is
 # ABI-stable), a smoke test under Bun, and the consumer check (pnpm pack → install into a fresh
 # TypeScript project → vitest there). Ends with one line adding them up.
 set -euo pipefail
@@ -35,6 +36,22 @@ PROCWARD_EXIT_WATCH=tokio pnpm exec vitest run $(vitest_json tokio)
 step "vitest (node $(node --version), exit watch: forced fallback)"
 # shellcheck disable=SC2046
 PROCWARD_EXIT_WATCH=fallback pnpm exec vitest run $(vitest_json fallback)
+
+# Session 0 is where every process runs under a container's init that never
+# called setsid (CI machines, Docker): the takeover's group rules must hold
+# there too. A fresh pid namespace gives this process session 0 wherever
+# we are root; elsewhere the run says so and moves on.
+own_session="$(awk '{print $6}' /proc/$$/stat)"
+if [ "$own_session" = 0 ]; then
+  echo "(this run is in session 0 already: the supervisor and CLI ran there above)"
+elif [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
+  step "vitest (supervisor and CLI again, in session 0: a fresh pid namespace)"
+  # shellcheck disable=SC2046
+  unshare --pid --fork --mount-proc --kill-child \
+    pnpm exec vitest run __test__/supervisor.test.ts __test__/cli.test.ts $(vitest_json session0)
+else
+  echo "skipping the session-0 run: it needs root and unshare(1) for a pid namespace" >&2
+fi
 
 # Runtimes from the npm registry (Linux x64 builds only), cached between runs.
 # Prints the path of the executable inside package $1@$2.

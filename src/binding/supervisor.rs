@@ -48,7 +48,13 @@ pub struct NativeSwept {
 #[napi]
 pub async fn sweep_strays(record: NativeGroupRecord, kill_timeout_ms: f64) -> Result<NativeSwept> {
     let pgid = to_pid(record.pgid)?.as_raw();
-    let session = to_pid(record.session)?.as_raw();
+    // Session 0 is a real session: the one a container's init (and every
+    // process under it that never called setsid) runs in.
+    let session = if record.session == 0.0 {
+        0
+    } else {
+        to_pid(record.session)?.as_raw()
+    };
     if !record.alive_at_ms.is_finite() || !kill_timeout_ms.is_finite() || kill_timeout_ms < 0.0 {
         return Err(coded(
             "ERR_OUT_OF_RANGE",

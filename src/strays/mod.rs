@@ -117,6 +117,20 @@ mod tests {
     }
 
     #[test]
+    fn session_zero_is_a_session_like_any_other() {
+        // Under a container's init that never called setsid, every process
+        // is in session 0.
+        let rec = GroupRecord {
+            session: 0,
+            ..record()
+        };
+        let s = stat(501, 500, 0, 100, ProcState::Sleeping);
+        assert_eq!(classify(&s, &rec, "b", 10.0), Verdict::Member);
+        let s = stat(501, 500, 400, 100, ProcState::Sleeping);
+        assert_eq!(classify(&s, &rec, "b", 10.0), Verdict::Suspect);
+    }
+
+    #[test]
     fn other_groups_and_the_dead_are_unrelated() {
         let s = stat(501, 501, 400, 10, ProcState::Sleeping);
         assert_eq!(classify(&s, &record(), "b", 10.0), Verdict::Unrelated);
