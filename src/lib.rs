@@ -15,7 +15,7 @@ mod js_loop;
 #[cfg(not(target_os = "linux"))]
 #[path = "js_loop_none.rs"]
 mod js_loop;
-#[cfg(target_os = "linux")]
+#[cfg(any(target_os = "linux", target_os = "macos"))]
 pub mod lock;
 pub mod pid;
 pub mod proc_info;

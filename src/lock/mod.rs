@@ -26,17 +26,33 @@
 //! holder is therefore one whose writer died without releasing.
 //!
 //! Waiting blocks in `flock(LOCK_EX)` on a thread of its own (see
-//! `linux.rs` for how a wait is interrupted), rather than watching the file:
+//! `interrupt.rs` for how a wait is interrupted), rather than watching the file:
 //! inotify reports a close before the kernel drops the lock in that close
 //! (`fsnotify_close` precedes `locks_remove_file` in `__fput`), and never
 //! reports an unlock without a close, so a watcher could sleep through a
 //! release. A blocked `flock` is woken by the kernel itself, within
 //! microseconds of the release.
 
+// The OS layer, `os` below. Linux and macOS share the POSIX part (`unix.rs`:
+// open, checks, flock, the record; `interrupt.rs`: the interruptible wait)
+// and differ in `platform` (`linux.rs`, `macos.rs`): filesystem kinds, a
+// holder on its way out, how a wait is interrupted.
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+mod interrupt;
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
-use linux as os;
+use linux as platform;
+#[cfg(target_os = "macos")]
+mod macos;
+#[cfg(target_os = "macos")]
+use macos as platform;
+#[cfg(any(target_os = "macos", test))]
+mod macos_fs;
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+mod unix;
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+use unix as os;
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -68,8 +84,10 @@ const REOPEN_MAX: u32 = 100;
 /// older record, which begins the same way).
 const RECORD_START: &[u8] = b"{\"pid\":";
 
-/// Waiter threads block in one system call and write one small record.
-const WAITER_STACK: usize = 64 * 1024;
+/// Waiter threads block in one system call and write one small record; a
+/// signal handler that ours chains to (see `interrupt.rs`) may run on them
+/// too, hence more than that needs. Address space only, until touched.
+const WAITER_STACK: usize = 256 * 1024;
 
 #[derive(Debug)]
 pub enum OpenError {
@@ -105,7 +123,8 @@ pub enum OpenError {
     Foreign,
     /// Removed or replaced under us `REOPEN_MAX` times in a row.
     Replaced,
-    /// No real-time signal is free to interrupt waiters with.
+    /// No signal could be claimed to interrupt waiters with (Linux: every
+    /// real-time signal has a handler).
     NoSignal,
     /// Every waiter slot of this process is taken.
     TooManyWaiters {
@@ -533,6 +552,7 @@ pub fn wait(
         interrupt: None,
     }));
     let theirs = shared.clone();
+    os::prepare_wait();
     let thread = os::spawn_quiet("procward-lock", WAITER_STACK, move || {
         let end = run_wait(file, purpose.as_deref(), &theirs);
         done(end);

@@ -456,36 +456,6 @@ fn a_hard_linked_file_is_refused_and_untouched() {
 }
 
 #[test]
-fn kernel_pseudo_files_are_refused() {
-    assert_eq!(os::pseudo_fs_name(0x9fa0), Some("proc"));
-    assert_eq!(os::pseudo_fs_name(0x6265_6572), Some("sysfs"));
-    assert_eq!(os::pseudo_fs_name(0x6367_7270), Some("cgroup2"));
-    assert_eq!(os::pseudo_fs_name(0xef53), None); // ext4
-    assert_eq!(os::pseudo_fs_name(0x0102_1994), None); // tmpfs
-                                                       // Only opened, never locked or written: before the check, root could
-                                                       // open it for writing.
-                                                       // SAFETY: geteuid cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
-    let e = open_err(LockFile::open(
-        Path::new("/proc/sys/kernel/hostname"),
-        0o600,
-        false,
-    ));
-    if root {
-        assert!(matches!(e, OpenError::PseudoFs { fs: "proc" }), "{e:?}");
-    }
-    // A file that would be created on one.
-    assert!(matches!(
-        open_err(LockFile::open(
-            Path::new("/proc/self/procward-test.lock"),
-            0o600,
-            false
-        )),
-        OpenError::PseudoFs { fs: "proc" }
-    ));
-}
-
-#[test]
 fn foreign_content_is_refused_and_untouched() {
     let dir = scratch("foreign");
     let path = dir.join("l");
