@@ -844,3 +844,94 @@ describe('worker threads', () => {
     again?.release()
   })
 })
+
+describe('the signal that interrupts a wait', () => {
+  /** Signals this process has a handler for (`SigCgt` of /proc/self/status). */
+  function caughtSignals(): Set<number> {
+    const line = readFileSync('/proc/self/status', 'utf8').match(/^SigCgt:\s*([0-9a-f]+)$/m)
+    const mask = BigInt(`0x${line?.[1] ?? '0'}`)
+    const out = new Set<number>()
+    for (let sig = 1; sig <= 64; sig++) if ((mask >> BigInt(sig - 1)) & 1n) out.add(sig)
+    return out
+  }
+  const SIGURG = 23
+
+  it('is the one PROCWARD_LOCK_INTERRUPT chose: SIGURG (macOS) or a real-time signal (Linux)', async () => {
+    const path = lockPath()
+    const holder = tryLock(path) as ProcessLock
+    const ac = new AbortController()
+    const waiting = acquireLock(path, { wait: true, signal: ac.signal })
+    await sleep(20)
+    ac.abort()
+    await expect(waiting).rejects.toMatchObject({ name: 'AbortError' })
+    holder.release()
+    const caught = caughtSignals()
+    if (process.env.PROCWARD_LOCK_INTERRUPT === 'sigurg') {
+      expect(caught.has(SIGURG)).toBe(true)
+    } else {
+      expect(caught.has(SIGURG)).toBe(false)
+      expect([...caught].some((sig) => sig >= 34)).toBe(true)
+    }
+  })
+
+  // In a process of its own, SIGURG flavour whatever this run uses: the
+  // order in which the user's handler and ours arrive is the test.
+  const script = (listenFirst: boolean) => `
+    const procward = require(${JSON.stringify(PROCWARD)})
+    const path = ${JSON.stringify(join(dir, `sigurg-${listenFirst}.lock`))}
+    const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+    let urgent = 0
+    const listen = () => process.on('SIGURG', () => urgent++)
+    async function abortedWait(whileWaiting) {
+      const ac = new AbortController()
+      const waiting = procward.acquireLock(path, { wait: true, signal: ac.signal })
+      await sleep(30)
+      await whileWaiting()
+      let settled = false
+      waiting.then(() => (settled = true), () => (settled = true))
+      await sleep(30)
+      if (settled) throw new Error('the wait ended without an abort')
+      ac.abort()
+      try { await waiting; throw new Error('resolved') } catch (e) { if (e.name !== 'AbortError') throw e }
+    }
+    async function sigurg(expected) {
+      process.kill(process.pid, 'SIGURG')
+      for (let i = 0; i < 200 && urgent < expected; i++) await sleep(5)
+      if (urgent !== expected) throw new Error('SIGURG listener saw ' + urgent + ', expected ' + expected)
+    }
+    ;(async () => {
+      const holder = procward.tryLock(path)
+      if (${listenFirst}) {
+        listen()
+        // A SIGURG while waiting reaches the listener; the wait goes on.
+        await abortedWait(() => sigurg(1))
+        await sigurg(2)
+      } else {
+        // Nobody listens: ignored, as by default; the wait goes on.
+        await abortedWait(async () => process.kill(process.pid, 'SIGURG'))
+        listen() // Node takes SIGURG over from us...
+        await sigurg(1)
+        // ...and our next cancel takes it back, chaining to Node's.
+        await abortedWait(async () => {})
+        await sigurg(2)
+      }
+      await abortedWait(() => sigurg(3))
+      holder.release()
+      const again = procward.tryLock(path)
+      if (again === null) throw new Error('an aborted waiter kept the lock')
+      again.release()
+      console.log('ok ' + urgent)
+    })().catch((e) => { console.error(e); process.exit(1) })
+  `
+
+  it.each([
+    ['a SIGURG listener set before the first wait', true],
+    ['a SIGURG listener set after it, and no handler before it', false],
+  ])('shares SIGURG with %s: every SIGURG reaches it, every abort still ends its wait', async (_, listenFirst) => {
+    const { stdout } = await run(process.execPath, ['-e', script(listenFirst)], {
+      env: { ...process.env, PROCWARD_LOCK_INTERRUPT: 'sigurg' },
+      timeout: 20_000,
+    })
+    expect(stdout.trim()).toBe('ok 3')
+  })
+})

@@ -2,7 +2,8 @@
 # Every test, in order: Rust unit tests, the TypeScript type check, the vitest
 # suite on the machine's Node with the default back-end (pidfd on the JS
 # loop), again with pidfd on tokio, again with the forced fallback (waiter
-# threads), the supervisor and CLI again in session 0 (a pid namespace),
+# threads), the lock again with macOS's wait interrupt (SIGURG), the
+# supervisor and CLI again in session 0 (a pid namespace),
 # again under a newer Node (one binary, N-API is
 # ABI-stable), a smoke test under Bun, and the consumer check (pnpm pack → install into a fresh
 # TypeScript project → vitest there). Ends with one line adding them up.
@@ -36,6 +37,12 @@ PROCWARD_EXIT_WATCH=tokio pnpm exec vitest run $(vitest_json tokio)
 step "vitest (node $(node --version), exit watch: forced fallback)"
 # shellcheck disable=SC2046
 PROCWARD_EXIT_WATCH=fallback pnpm exec vitest run $(vitest_json fallback)
+
+step "vitest (node $(node --version), the lock with macOS's wait interrupt: SIGURG and a socket)"
+# What macOS runs, run here: the lock's whole suite (waits, aborts, timeouts,
+# workers) with the interrupt flavour macOS has no choice but to use.
+# shellcheck disable=SC2046
+PROCWARD_LOCK_INTERRUPT=sigurg pnpm exec vitest run __test__/lock.test.ts $(vitest_json sigurg)
 
 # Session 0 is where every process runs under a container's init that never
 # called setsid (CI machines, Docker): the takeover's group rules must hold
