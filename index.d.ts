@@ -575,6 +575,8 @@ export interface SupervisorStateRecord {
  * names now, and the old holder's lock no longer counts. A lock ends with `release()` or with its process or worker
  * thread, never with a garbage collection.
  *
+ * Linux and macOS; elsewhere it throws `ERR_PROCWARD_UNSUPPORTED_PLATFORM`.
+ *
  * @throws {TypeError} a non-string, empty or NUL-containing path; bad or
  *   unknown options (`code: 'ERR_INVALID_ARG_TYPE' | 'ERR_INVALID_ARG_VALUE'`).
  * @throws {RangeError} `wait` outside 0..2^31−1 ms, `mode` outside 0..0o777
@@ -583,11 +585,12 @@ export interface SupervisorStateRecord {
  * @throws {Error} `name: 'AbortError'` when `signal` aborts first.
  * @throws {Error} `code: 'ELOOP'` (a symlink), `'EISDIR'` / `'EINVAL'` (not a
  *   regular file, or a file on a kernel pseudo-filesystem: proc, sysfs,
- *   cgroup…), `'EINVAL'` with `syscall: 'pread'` (not empty and not a
+ *   cgroup…; on macOS devfs, fdesc), `'EINVAL'` with `syscall: 'pread'` (not empty and not a
  *   procward record: left untouched), `'EPERM'` (owned by another uid and we
  *   are not root, or more than one hard link), `'ENOTSUP'` (a network
- *   filesystem), `'EAGAIN'` (the file kept being replaced; no free real-time
- *   signal or 1024 waits in progress, for a wait), `'ENOENT'`, `'EACCES'`…
+ *   filesystem), `'EAGAIN'` (the file kept being replaced; for a wait: no
+ *   free real-time signal on Linux, or 1024 waits in progress), `'ENOENT'`,
+ *   `'EACCES'`…
  *   from the OS.
  */
 export declare function acquireLock(path: string, options?: AcquireLockOptions): Promise<ProcessLock>
@@ -614,7 +617,8 @@ export interface TryLockOptions {
    */
   mode?: number | undefined
   /**
-   * Lock a file on NFS, CIFS/SMB, AFS or 9p anyway. There flock is emulated
+   * Lock a file on NFS, CIFS/SMB, AFS or 9p (macOS: nfs, smbfs, afpfs,
+   * webdav, ftp) anyway. There flock is emulated
    * (NFS maps it to a whole-file lock on the server) and a network partition
    * can leave two holders. Default false: `ENOTSUP`.
    */
@@ -628,7 +632,11 @@ export interface AcquireLockOptions extends TryLockOptions {
    * 100 ms). true: wait until free. A number: wait at most that many ms, then
    * ELOCKED. Waiting
    * blocks in the kernel on a thread of its own: no polling, and the lock
-   * is ours within microseconds of its release or its holder's death.
+   * is ours within microseconds of its release or its holder's death. A
+   * timeout or an abort interrupts that thread with a signal: on Linux a
+   * free real-time signal; on macOS SIGURG, every other SIGURG going on to
+   * the handler that was there before (a `process.on('SIGURG')`, a Go
+   * library).
    */
   wait?: boolean | number | undefined
   /**

@@ -234,11 +234,10 @@ class ProcessLock {
 
 // ---- the API ----------------------------------------------------------------------
 
-// Built only where its OS module exists (Linux so far; flock exists on macOS
-// too, its port is to come).
+// Built only where its OS module exists (Linux and macOS).
 function checkPlatform() {
   if (typeof native.lockTry === 'function') return
-  const err = new Error(`procward's lock is not available on ${process.platform} yet (Linux only)`)
+  const err = new Error(`procward's lock is not available on ${process.platform} (Linux and macOS only)`)
   err.code = 'ERR_PROCWARD_UNSUPPORTED_PLATFORM'
   throw brand(err)
 }
