@@ -80,8 +80,10 @@ pub(super) struct Flavour {
     /// Chooses the signal and installs the handler for it; run once. None:
     /// no signal could be had.
     claim: fn() -> Option<c_int>,
-    /// A new descriptor through which `flock` locks nothing shared.
+    /// A new descriptor through which `flock` locks nothing shared, and the
+    /// system call that makes it (for errors).
     inert: fn() -> io::Result<OwnedFd>,
+    inert_call: &'static str,
     claimed: OnceLock<Option<c_int>>,
 }
 
@@ -89,10 +91,12 @@ impl Flavour {
     pub(super) const fn new(
         claim: fn() -> Option<c_int>,
         inert: fn() -> io::Result<OwnedFd>,
+        inert_call: &'static str,
     ) -> Flavour {
         Flavour {
             claim,
             inert,
+            inert_call,
             claimed: OnceLock::new(),
         }
     }
@@ -109,7 +113,7 @@ impl Flavour {
 }
 
 /// SIGURG and a Unix socket: macOS's flavour (see the module docs).
-pub(super) static SIGURG_SOCKET: Flavour = Flavour::new(claim_sigurg, unix_socket);
+pub(super) static SIGURG_SOCKET: Flavour = Flavour::new(claim_sigurg, unix_socket, "socket");
 
 fn claim_sigurg() -> Option<c_int> {
     install(libc::SIGURG).then_some(libc::SIGURG)
@@ -164,8 +168,34 @@ fn is_function(handler: usize) -> bool {
     handler != libc::SIG_DFL && handler != libc::SIG_IGN && handler != handler_address()
 }
 
+/// Threads inside [`chain`] right now (`pthread_self()`, 0: free).
+static CHAINING: [AtomicUsize; 16] = [const { AtomicUsize::new(0) }; 16];
+
 /// Runs the disposition that was in place before ours.
+///
+/// Once: a handler that chains too (it kept ours as *its* previous one when
+/// it replaced ours, and we took the signal back, chaining to it) would call
+/// ours again, and the two would recurse until the stack ran out. A thread
+/// already inside this function returns at once instead. (Should more
+/// threads than the table holds be chaining at once, the others go
+/// unguarded.)
 fn chain(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
+    // SAFETY: pthread_self cannot fail and is async-signal-safe.
+    let me = unsafe { libc::pthread_self() } as usize;
+    if CHAINING.iter().any(|t| t.load(Ordering::Acquire) == me) {
+        return;
+    }
+    let mark = CHAINING.iter().find(|t| {
+        t.compare_exchange(0, me, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    });
+    call_previous(sig, info, ctx);
+    if let Some(mark) = mark {
+        mark.store(0, Ordering::Release);
+    }
+}
+
+fn call_previous(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
     let Some(chain) = chain_of(sig) else {
         return;
     };
@@ -406,9 +436,10 @@ impl Interruptible {
         flavour: &'static Flavour,
     ) -> Result<Interruptible, OpenError> {
         let sig = flavour.signal()?;
-        let spare = flavour
-            .inert()
-            .map_err(|err| OpenError::Os { err, op: "open" })?;
+        let spare = flavour.inert().map_err(|err| OpenError::Os {
+            err,
+            op: flavour.inert_call,
+        })?;
         let slot = SLOT_TABLE
             .iter()
             .find(|s| {

@@ -265,3 +265,37 @@ fn sigurg_chains_to_a_plain_handler() {
     set_action(sig, libc::SIG_DFL, 0);
     assert!(install(sig));
 }
+
+/// A handler that chains back to ours (it replaced ours, keeping ours as its
+/// previous one, and a cancel took the signal back, chaining to it): each
+/// signal reaches it once, with no recursion between the two.
+#[test]
+fn a_handler_that_chains_back_does_not_recurse() {
+    static BACK: AtomicU32 = AtomicU32::new(0);
+    extern "C" fn chains_back(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
+        // Bounded, so that a missing guard fails the test instead of the stack.
+        if BACK.fetch_add(1, Ordering::SeqCst) < 100 {
+            on_signal(sig, info, ctx);
+        }
+    }
+    let _serial = serial();
+    let sig = libc::SIGURG;
+    set_action(
+        sig,
+        chains_back as extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) as usize,
+        libc::SA_SIGINFO | libc::SA_RESTART,
+    );
+    assert!(install(sig));
+    // SAFETY: signals this thread; ours chains to `chains_back`, which calls ours.
+    unsafe { libc::pthread_kill(libc::pthread_self(), sig) };
+    for _ in 0..500 {
+        if BACK.load(Ordering::SeqCst) > 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    std::thread::sleep(Duration::from_millis(10));
+    assert_eq!(BACK.load(Ordering::SeqCst), 1);
+    set_action(sig, libc::SIG_DFL, 0);
+    assert!(install(sig));
+}

@@ -145,7 +145,7 @@ pub(super) fn flavour() -> &'static Flavour {
 /// The highest real-time signal nobody has a handler for, and an `O_PATH`
 /// descriptor (`flock` on it fails at once with `EBADF`: it is opened for
 /// neither reading nor writing).
-pub(super) static RT_SIGNAL_O_PATH: Flavour = Flavour::new(claim_rt_signal, o_path_root);
+pub(super) static RT_SIGNAL_O_PATH: Flavour = Flavour::new(claim_rt_signal, o_path_root, "open");
 
 /// Real-time signals are left alone by Node, libuv and V8; their default
 /// action (terminate) is replaced by our handler, which does nothing unless
