@@ -115,7 +115,11 @@ describe('durations', () => {
     const p = sup('sleep', ['100'], { stop: { graceMs: MAX, killTimeoutMs: MAX } })
     expect((await p.stop()).outcome).toBe('exited')
     const q = sup('sleep', ['100'])
-    expect((await q.stop({ graceMs: 0.5, killTimeoutMs: MAX - 0.5 })).outcome).toBe('exited')
+    // Half a millisecond of grace: on a loaded machine sleep may not have
+    // died of the SIGTERM by then, and gets the SIGKILL. Either way it is gone.
+    const r = await q.stop({ graceMs: 0.5, killTimeoutMs: MAX - 0.5 })
+    expect(['exited', 'killed']).toContain(r.outcome)
+    expect(procState(q.pid)).toBeNull()
   })
 
   it('the native layer refuses what slipped past JS, without a panic', async () => {
