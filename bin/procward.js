@@ -2,8 +2,10 @@
 // procward: the command line. A thin parser over the library — every verb
 // is a few calls of the public API, never a second implementation.
 
+const fs = require('node:fs')
 const { constants } = require('node:os')
 const procward = require('..')
+const { untrustedStat } = require('../lib/supervisor.js')
 
 const USAGE = {
   run: `usage: procward run [--name N] [--restart always|on-failure|never] [--state-file F]
@@ -271,6 +273,12 @@ async function stop(argv) {
     process.exitCode = 1
     return
   }
+  const refused = distrust(file, r)
+  if (refused !== null) {
+    process.stderr.write(`procward: ${file}: not acting on this record: ${refused}\n`)
+    process.exitCode = 1
+    return
+  }
   if (r.supervisor.running && r.supervisor.pid !== process.pid) {
     const res = await procward.stopSupervisedProcess(r.supervisor.pid, {
       graceMs,
@@ -290,6 +298,36 @@ async function stop(argv) {
     process.stderr.write(`procward: child pid ${c.pid}: ${res.outcome}\n`)
     if (res.outcome === 'unkillable') process.exitCode = 1
   }
+}
+
+/**
+ * Why the processes a state file names must not be signalled on its word,
+ * or null. The record must come from a regular file of our user that no one
+ * else may write — or, for root, name only processes of the file's owner
+ * (an administrator stopping a user's supervisor). Never pid 1 or this
+ * process, whatever the file.
+ */
+function distrust(file, r) {
+  const pids = [r.supervisor.running ? r.supervisor.pid : null, r.child?.running ? r.child.pid : null]
+  for (const pid of pids) {
+    if (pid === 1) return 'it names pid 1 (init)'
+    if (pid === process.pid) return 'it names this process'
+  }
+  const st = fs.lstatSync(file)
+  const why = st.isSymbolicLink() ? 'it is a symbolic link' : untrustedStat(st)
+  if (why === null) return null
+  if (process.geteuid?.() !== 0 || !st.isFile() || (st.mode & 0o022) !== 0) return why
+  for (const pid of pids) {
+    if (pid === null) continue
+    let owner = null
+    try {
+      owner = fs.statSync(`/proc/${pid}`).uid
+    } catch {
+      // no /proc (or gone): the owner cannot be checked
+    }
+    if (owner !== st.uid) return `${why}, and pid ${pid} is not a process of uid ${st.uid}`
+  }
+  return null
 }
 
 // ---- lock ---------------------------------------------------------------------

@@ -472,6 +472,80 @@ async function removeStaleTemps(file) {
 
 const STATES = Object.keys(TRANSITIONS)
 
+/**
+ * Why a recorded process must never be stopped, adopted or signalled on the
+ * record's word, or null. No daemon a supervisor spawned can be pid 1, this
+ * process, one of its ancestors, or the leader of its group or session; a
+ * record naming one is corrupt or forged (and a group stop of pid 1 would
+ * reach every process).
+ */
+function untouchable(pid) {
+  if (pid === 1) return 'it is pid 1 (init)'
+  if (pid === process.pid) return 'it is this process'
+  let own = null
+  try {
+    own = callNative(native.getProcessInfo, process.pid)
+  } catch {
+    // unknown: the ancestor walk below still runs
+  }
+  if (own !== null && pid === own.pgid) return "it leads this process's group"
+  let st = null
+  try {
+    st = native.procStat?.(process.pid) ?? null
+  } catch {
+    // no session to compare
+  }
+  if (st !== null && pid === st.session) return "it leads this process's session"
+  let ppid = own?.ppid ?? process.ppid
+  for (let i = 0; i < 128 && ppid > 1; i++) {
+    if (ppid === pid) return 'it is an ancestor of this process'
+    let info = null
+    try {
+      info = callNative(native.getProcessInfo, ppid)
+    } catch {
+      break
+    }
+    if (info === null) break
+    ppid = info.ppid
+  }
+  return null
+}
+
+/**
+ * Reads a stateFile for acting on it: null when missing, else { text } or
+ * { untrusted: why }. A record is trusted only from a regular file (not a
+ * symlink) owned by this process's user and writable by no one else: a
+ * record names processes to stop and groups to sweep.
+ */
+async function readRecordFile(file) {
+  let fh
+  try {
+    fh = await fsp.open(file, fs.constants.O_RDONLY | (fs.constants.O_NOFOLLOW ?? 0) | (fs.constants.O_NONBLOCK ?? 0))
+  } catch (err) {
+    if (err.code === 'ENOENT') return null
+    if (err.code === 'ELOOP') return { untrusted: 'it is a symbolic link' }
+    return { untrusted: err.message }
+  }
+  try {
+    const st = await fh.stat()
+    const why = untrustedStat(st)
+    if (why !== null) return { untrusted: why }
+    return { text: await fh.readFile('utf8') }
+  } catch (err) {
+    return { untrusted: err.message }
+  } finally {
+    await fh.close().catch(noop)
+  }
+}
+
+function untrustedStat(st) {
+  if (!st.isFile()) return 'it is not a regular file'
+  const euid = process.geteuid?.()
+  if (euid !== undefined && st.uid !== euid) return `it is owned by uid ${st.uid}, not ${euid}`
+  if ((st.mode & 0o022) !== 0) return `others may write it (mode 0${(st.mode & 0o777).toString(8)})`
+  return null
+}
+
 function validPid(v) {
   return Number.isInteger(v) && v >= 1 && v <= validate.PID_MAX
 }
@@ -869,16 +943,21 @@ class Supervisor extends EventEmitter {
   }
 
   async #takeover(epoch) {
-    let text
-    try {
-      text = await fsp.readFile(this.#o.stateFile, 'utf8')
-    } catch {
+    const file = await readRecordFile(this.#o.stateFile)
+    if (file === null) return
+    if (file.untrusted) {
+      this.#warnRecord(`${file.untrusted}`)
       return
     }
-    const prev = parseRecord(text)
+    const prev = parseRecord(file.text)
     const c = prev?.child
     if (!c) return
     const alive = isRunning(c.pid, c.identity)
+    const refused = alive ? untouchable(c.pid) : null
+    if (refused !== null) {
+      this.#warnRecord(`it names pid ${c.pid}, and ${refused}`)
+      return
+    }
     if (alive && this.#o.takeover === 'adopt') {
       if (epoch === this.#epoch) this.#adopt(c)
       return
@@ -921,6 +1000,13 @@ class Supervisor extends EventEmitter {
         suspects: swept.suspects,
       })
     }
+  }
+
+  /** A previous record not acted on: said once, then overwritten by ours. */
+  #warnRecord(why) {
+    process.emitWarning(`procward: not taking over from ${this.#o.stateFile}: ${why}`, {
+      code: 'PROCWARD_STATE_FILE',
+    })
   }
 
   /** Keeps a dead predecessor's still-running child as ours (takeover 'adopt'). */
@@ -1355,4 +1441,4 @@ class Supervisor extends EventEmitter {
   }
 }
 
-module.exports = { Supervisor, readSupervisorState, TRANSITIONS }
+module.exports = { Supervisor, readSupervisorState, TRANSITIONS, untouchable, untrustedStat }
