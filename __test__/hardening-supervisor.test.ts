@@ -3,16 +3,18 @@
 
 import { spawnSync } from 'node:child_process'
 import { chmodSync, chownSync, lstatSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
+import net from 'node:net'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { getProcessInfo, readSupervisorState, type SupervisedProcess, Supervisor } from '../index.js'
-import { aliveInProcTable, FIXTURES, isRoot, tempDirs, trackProcesses } from './helpers'
+import { aliveInProcTable, FIXTURES, freePort, isRoot, tempDirs, trackProcesses } from './helpers'
 
 const { sup, others } = trackProcesses()
 
 const PROCWARD = join(__dirname, '..', 'index.js')
 const CLI = join(__dirname, '..', 'bin', 'procward.js')
 const NODE = process.execPath
+const DAEMON = join(FIXTURES, 'http-daemon.cjs')
 const tempDir = tempDirs('procward-hard-sup-')
 
 // ---- pid 1 ------------------------------------------------------------------------
@@ -178,4 +180,50 @@ describe('a stateFile someone else could have written', () => {
       expect(aliveInProcTable(victim.pid)).toBe(true)
     },
   )
+})
+
+// ---- ready by port -------------------------------------------------------------------
+
+describe('ready by port', () => {
+  it('a stale listener on the port (not the child) never makes the child ready', async () => {
+    const port = await freePort()
+    // The stale daemon: this test process, listening before the child starts.
+    const stale = net.createServer((c) => c.destroy())
+    await new Promise<void>((r) => stale.listen(port, '127.0.0.1', r))
+    try {
+      const s = new Supervisor({
+        command: 'sleep',
+        args: ['1000'],
+        ready: { port },
+        readyTimeoutMs: 400,
+        restart: 'never',
+        spawn: { stop: { graceMs: 100 } },
+      })
+      const events: string[] = []
+      for (const e of ['ready', 'failed']) s.on(e, () => events.push(e))
+      await expect(s.start()).rejects.toMatchObject({ code: 'ERR_SUPERVISOR_FAILED' })
+      expect(events).toEqual(['failed'])
+      expect(s.status().lastExit?.signal).toBe('SIGTERM')
+    } finally {
+      stale.close()
+    }
+  })
+
+  it("a listener in the child's group (not the leader) counts", async () => {
+    const port = await freePort()
+    const s = new Supervisor({
+      // dash and bash fork for a command followed by another: the daemon is
+      // a member of the shell's group, not its leader.
+      command: 'sh',
+      args: ['-c', `${NODE} ${DAEMON} --port ${port}; exit 0`],
+      ready: { port },
+      readyTimeoutMs: 20_000,
+    })
+    try {
+      await s.start()
+      expect(s.state).toBe('running')
+    } finally {
+      await s.stop()
+    }
+  })
 })

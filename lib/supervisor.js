@@ -384,13 +384,109 @@ function connects(port, host, signal) {
   })
 }
 
-/** Ready once something accepts a connection: probes at 1 ms, doubling to 20 ms. */
-async function portReady(port, host, signal) {
+/** The inodes of the TCP sockets listening on `port` in our network namespace; null where /proc cannot tell. */
+async function listeningInodes(port) {
+  const inodes = new Set()
+  let readable = false
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let text
+    try {
+      text = await fsp.readFile(table, 'latin1')
+    } catch {
+      continue
+    }
+    readable = true
+    for (const line of text.split('\n').slice(1)) {
+      // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+      const f = line.trim().split(/\s+/)
+      if (f.length < 10 || f[3] !== '0A') continue
+      if (Number.parseInt(f[1].slice(f[1].lastIndexOf(':') + 1), 16) === port) inodes.add(f[9])
+    }
+  }
+  return readable ? inodes : null
+}
+
+/** Does `pid` hold one of `inodes` open? null when its fds cannot be read. */
+async function holdsSocket(pid, inodes) {
+  let fds
+  try {
+    fds = await fsp.readdir(`/proc/${pid}/fd`)
+  } catch (err) {
+    return err.code === 'ENOENT' ? false : null
+  }
+  for (const fd of fds) {
+    let target
+    try {
+      target = await fsp.readlink(`/proc/${pid}/fd/${fd}`)
+    } catch {
+      continue
+    }
+    if (target.startsWith('socket:[') && inodes.has(target.slice(8, -1))) return true
+  }
+  return false
+}
+
+/** The processes in process group `pgid` now (a /proc scan). */
+async function groupMembers(pgid) {
+  let names
+  try {
+    names = await fsp.readdir('/proc')
+  } catch {
+    return []
+  }
+  const members = []
+  for (const name of names) {
+    if (!/^\d+$/.test(name)) continue
+    try {
+      const stat = await fsp.readFile(`/proc/${name}/stat`, 'latin1')
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+      if (Number(f[2]) === pgid) members.push(Number(name))
+    } catch {
+      // gone
+    }
+  }
+  return members
+}
+
+/**
+ * Is the listener on `port` the child's (it or a member of its group holds
+ * the listening socket)? A stale daemon that still listens there must not
+ * make a new child look ready. true, false, or null where it cannot be told
+ * (no /proc, no listener in our network namespace, fds we may not read).
+ */
+async function childListens(child, port) {
+  const inodes = await listeningInodes(port)
+  if (inodes === null || inodes.size === 0) return null
+  let unknown = false
+  const leader = await holdsSocket(child.pid, inodes)
+  if (leader) return true
+  if (leader === null) unknown = true
+  if (child.pgid !== null) {
+    for (const pid of await groupMembers(child.pgid)) {
+      if (pid === child.pid) continue
+      const held = await holdsSocket(pid, inodes)
+      if (held) return true
+      if (held === null) unknown = true
+    }
+  }
+  return unknown ? null : false
+}
+
+/**
+ * Ready once something accepts a connection and, where /proc can tell, the
+ * listener is the child's: probes at 1 ms, doubling to 20 ms (100 ms while
+ * another process holds the port).
+ */
+async function portReady(child, port, host, signal) {
   let delay = 1
   for (;;) {
     if (signal.aborted) throw abortError(signal)
-    if (await connects(port, host, signal)) return
-    await sleepFor(delay, signal)
+    let foreign = false
+    if (await connects(port, host, signal)) {
+      if ((await childListens(child, port)) !== false) return
+      foreign = true
+    }
+    await sleepFor(foreign ? 100 : delay, signal)
     delay = Math.min(delay * 2, 20)
   }
 }
@@ -1132,7 +1228,7 @@ class Supervisor extends EventEmitter {
     let check
     switch (ready.kind) {
       case 'port':
-        check = portReady(ready.port, ready.host, signal)
+        check = portReady(run.child, ready.port, ready.host, signal)
         break
       case 'line':
         check = new Promise((resolve, reject) => {
