@@ -44,7 +44,9 @@ still runs afterwards, or if the supervisor is dead.
 
 Runs COMMAND while holding an exclusive lock on FILE (flock(2), as flock(1)
 does), with a holder record in FILE. Exits with COMMAND's status, or 75 when
-the lock is held by another process.
+the lock is held by another process. SIGTERM and SIGHUP are passed on to
+COMMAND (SIGINT from a terminal reaches it directly); the lock is held until
+COMMAND has exited, and a second signal SIGKILLs it.
 
   --wait[=MS]   wait for the lock (at most MS milliseconds) instead of failing at once`,
 }
@@ -103,11 +105,13 @@ function parse(argv, spec, { command = false } = {}) {
       continue
     }
     if (arg.startsWith('-') && arg !== '-') throw usageError(`unknown option ${arg}`)
+    if (command && positional.length === (command === true ? 0 : command)) {
+      // Without `--`: the command starts here, and its own options
+      // (`node server.js --port 8080`) are its, not ours.
+      rest = argv.slice(i)
+      break
+    }
     positional.push(arg)
-  }
-  if (command && rest === null) {
-    // Without `--`: the positionals after the declared ones are the command.
-    rest = positional.splice(command === true ? 0 : command)
   }
   return { opts, positional, rest: rest ?? [] }
 }
@@ -188,7 +192,9 @@ async function run(argv) {
   try {
     sup = new procward.Supervisor(options)
   } catch (err) {
-    // Options the library refused (--cgroup where unsupported, say).
+    // A value the library refused is bad usage (--name ''); anything else
+    // (--cgroup where unsupported, say) is a failure.
+    if (err instanceof TypeError || err instanceof RangeError) throw usageError(err.message)
     fail(err)
     return
   }
@@ -352,23 +358,39 @@ async function lock(argv) {
     }
     throw err
   }
-  let child
+  // SIGTERM and SIGHUP sent to us are passed on; SIGINT from a terminal has
+  // reached the child already (same group). We exit once it has: the lock
+  // must outlive the command. A second signal SIGKILLs it (a command that
+  // ignores signals would otherwise hold the lock until the end of time).
+  // Listening from before the spawn: a signal that arrives as the command
+  // starts is passed on too, never the end of us.
+  let child = null
+  let signals = 0
+  let pending = null
+  const forward = (sig) => () => {
+    signals++
+    if (child === null) pending = sig
+    else if (signals > 1) child.kill('SIGKILL')
+    else if (sig !== 'SIGINT') child.kill(sig)
+  }
+  const handlers = { SIGTERM: forward('SIGTERM'), SIGHUP: forward('SIGHUP'), SIGINT: forward('SIGINT') }
+  const unlisten = () => {
+    for (const [sig, h] of Object.entries(handlers)) process.removeListener(sig, h)
+  }
+  for (const [sig, h] of Object.entries(handlers)) process.on(sig, h)
   try {
     // In our process group, as flock(1) runs it: a terminal's Ctrl-C
     // reaches it directly.
     child = procward.spawnSupervised(command, args, { stdio: 'inherit', processGroup: false })
   } catch (err) {
     held.release()
+    unlisten()
     throw err
   }
-  // SIGTERM and SIGHUP sent to us are passed on; SIGINT from a terminal has
-  // reached the child already (same group). We exit once it has.
-  const forward = (sig) => () => child.kill(sig)
-  const handlers = { SIGTERM: forward('SIGTERM'), SIGHUP: forward('SIGHUP'), SIGINT: () => {} }
-  for (const [sig, h] of Object.entries(handlers)) process.on(sig, h)
+  if (pending !== null) child.kill(signals > 1 ? 'SIGKILL' : pending)
   const exit = await child.exited
   held.release()
-  for (const [sig, h] of Object.entries(handlers)) process.removeListener(sig, h)
+  unlisten()
   process.exitCode = statusOf(exit)
 }
 
