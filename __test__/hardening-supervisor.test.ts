@@ -227,3 +227,23 @@ describe('ready by port', () => {
     }
   })
 })
+
+// ---- crash loops ---------------------------------------------------------------------
+
+describe('crash loops', () => {
+  it('the backoff delay is a number however long the loop (stepMs 0 with a factor that overflows)', async () => {
+    const s = new Supervisor({
+      command: 'true',
+      backoff: { stepMs: 0, factor: 1000, maxMs: 0 },
+      crashLoop: { maxRestarts: 120, windowMs: 600_000 },
+    })
+    const delays: number[] = []
+    s.on('restart', (r) => delays.push(r.delayMs))
+    const failed = new Promise<Error & { code?: string }>((r) => s.once('failed', r))
+    await s.start() // no ready check: running at the first spawn
+    expect((await failed).code).toBe('ERR_CRASH_LOOP')
+    expect(delays).toHaveLength(120)
+    expect(delays.filter((d) => !Number.isFinite(d))).toEqual([])
+    expect(s.status().restarts).toBe(120)
+  })
+})

@@ -1131,7 +1131,7 @@ class Supervisor extends EventEmitter {
       noop, // aborted: an unkillable orphan we stopped waiting for
     )
     if (!this.#go('adopt')) return
-    run.readyAt = Date.now()
+    run.readyAt = performance.now()
     this.#readyAt = nowIso()
     this.#settleLater(run)
     this.#emit('takeover', { pid: c.pid, identity: c.identity, action: 'adopted', result: null, suspects: [] })
@@ -1274,7 +1274,7 @@ class Supervisor extends EventEmitter {
 
   #becameReady(run) {
     if (!this.#go('ready')) return
-    run.readyAt = Date.now()
+    run.readyAt = performance.now()
     this.#readyAt = nowIso()
     this.#settleLater(run)
     this.#settle(undefined, null)
@@ -1333,7 +1333,9 @@ class Supervisor extends EventEmitter {
       }
       return
     }
-    const now = Date.now()
+    // Monotonic: a wall clock stepped back or forward neither hides nor
+    // forgives restarts.
+    const now = performance.now()
     const { maxRestarts, windowMs } = this.#o.crashLoop
     this.#window = this.#window.filter((t) => now - t < windowMs)
     if (this.#window.length >= maxRestarts) {
@@ -1350,7 +1352,9 @@ class Supervisor extends EventEmitter {
     const b = this.#o.backoff
     if (run.readyAt !== null && now - run.readyAt >= b.resetAfterMs) this.#attempt = 0
     this.#attempt++
-    const delayMs = this.#attempt === 1 ? b.initialMs : Math.min(b.maxMs, b.stepMs * b.factor ** (this.#attempt - 2))
+    // stepMs 0 times a factor grown to Infinity would be NaN.
+    const grown = b.stepMs === 0 ? 0 : b.stepMs * b.factor ** (this.#attempt - 2)
+    const delayMs = this.#attempt === 1 ? b.initialMs : Math.min(b.maxMs, grown)
     this.#window.push(now)
     this.#restarts++
     if (!this.#go('crash')) return
