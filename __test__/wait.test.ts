@@ -166,3 +166,35 @@ describe('waitForExit', () => {
     })
   })
 })
+
+describe('waitForExit at scale', () => {
+  /** fixtures/many-waits.cjs under `ulimit -n 256`. */
+  async function manyWaits(mode: 'same' | 'distinct', n: number) {
+    const p = others.spawn('sh', [
+      '-c',
+      'ulimit -n 256 && exec "$@"',
+      'sh',
+      process.execPath,
+      join(FIXTURES, 'many-waits.cjs'),
+      join(__dirname, '..', 'index.js'),
+      mode,
+      String(n),
+    ])
+    return JSON.parse(await firstLine(p))
+  }
+
+  it('a thousand waits on one process share one pidfd: the fd table stays usable', async () => {
+    const r = await manyWaits('same', 1000)
+    expect(r.canOpen).toBe(true)
+    expect(r.fds).toBeLessThan(100)
+    expect(r.resolved).toBe(1000)
+  })
+
+  it('waits on more processes than the fd budget poll beyond it: the fd table stays usable', async () => {
+    const r = await manyWaits('distinct', 240)
+    expect(r.canOpen).toBe(true)
+    // Half the table at most for the waits (plus liveness's small pidfd cache).
+    expect(r.fds).toBeLessThan(240)
+    expect(r.resolved).toBe(240)
+  })
+})
