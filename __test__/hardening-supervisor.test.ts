@@ -1,8 +1,18 @@
 // Adversarial cases of the supervisor layer (Supervisor, waitForExit's
 // users, the CLI): each test here failed before the fix it names.
 
-import { spawnSync } from 'node:child_process'
-import { chmodSync, chownSync, lstatSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
+import { execFileSync, spawnSync } from 'node:child_process'
+import {
+  chmodSync,
+  chownSync,
+  closeSync,
+  ftruncateSync,
+  lstatSync,
+  openSync,
+  readFileSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs'
 import net from 'node:net'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
@@ -245,5 +255,21 @@ describe('crash loops', () => {
     expect(delays).toHaveLength(120)
     expect(delays.filter((d) => !Number.isFinite(d))).toEqual([])
     expect(s.status().restarts).toBe(120)
+  })
+})
+
+describe('readSupervisorState on what is not a record', () => {
+  it('a FIFO at the path is null at once (reading it would block the thread until a writer came)', () => {
+    const file = join(tempDir(), 'state.json')
+    execFileSync('mkfifo', [file])
+    expect(readSupervisorState(file)).toBeNull()
+  })
+
+  it('a huge file is null, unread', () => {
+    const file = join(tempDir(), 'state.json')
+    const fd = openSync(file, 'w')
+    ftruncateSync(fd, 2 ** 31)
+    closeSync(fd)
+    expect(readSupervisorState(file)).toBeNull()
   })
 })

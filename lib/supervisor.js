@@ -626,6 +626,7 @@ async function readRecordFile(file) {
     const st = await fh.stat()
     const why = untrustedStat(st)
     if (why !== null) return { untrusted: why }
+    if (st.size > RECORD_MAX) return { untrusted: `it is ${st.size} bytes, larger than any record` }
     return { text: await fh.readFile('utf8') }
   } catch (err) {
     return { untrusted: err.message }
@@ -668,6 +669,31 @@ function parseRecord(text) {
   return r
 }
 
+/** Far above any record (args included); a larger file is not one. */
+const RECORD_MAX = 1 << 20
+
+/**
+ * A regular file's text, or null (missing, not a regular file, larger than
+ * any record). Opened non-blocking: a FIFO at the path would otherwise
+ * block this thread until a writer came.
+ */
+function readSmallFile(file) {
+  let fd
+  try {
+    fd = fs.openSync(file, fs.constants.O_RDONLY | (fs.constants.O_NONBLOCK ?? 0))
+  } catch (err) {
+    if (err.code === 'ENOENT' || err.code === 'ENXIO') return null
+    throw err
+  }
+  try {
+    const st = fs.fstatSync(fd)
+    if (!st.isFile() || st.size > RECORD_MAX) return null
+    return fs.readFileSync(fd, 'utf8')
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
 /**
  * The record a supervisor keeps in its stateFile, with liveness judged now:
  * `supervisor.running` (its lock is held), `child.running` (zombie- and
@@ -675,13 +701,8 @@ function parseRecord(text) {
  */
 function readSupervisorState(stateFile) {
   nonEmptyString(stateFile, 'stateFile')
-  let text
-  try {
-    text = fs.readFileSync(stateFile, 'utf8')
-  } catch (err) {
-    if (err.code === 'ENOENT') return null
-    throw err
-  }
+  const text = readSmallFile(stateFile)
+  if (text === null) return null
   const r = parseRecord(text)
   if (r === null) return null
   let held
