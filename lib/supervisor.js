@@ -960,10 +960,21 @@ class Supervisor extends EventEmitter {
       return run.child.kill(num)
     }
     if (run.adopted !== null) {
-      if (!isRunning(run.adopted.pid, run.adopted.identity)) return false
+      const { pid, identity } = run.adopted
+      // Not our child: its pid may be reused the moment it exits. Signalled
+      // through a pidfd checked against the identity where there is one.
+      if (typeof native.signalIdentified === 'function') {
+        run.sent.add(name)
+        try {
+          return callNative(native.signalIdentified, pid, identity, num)
+        } catch {
+          return false
+        }
+      }
+      if (!isRunning(pid, identity)) return false
       run.sent.add(name)
       try {
-        process.kill(run.adopted.pid, num)
+        process.kill(pid, num)
         return true
       } catch {
         return false
