@@ -273,3 +273,32 @@ describe('readSupervisorState on what is not a record', () => {
     expect(readSupervisorState(file)).toBeNull()
   })
 })
+
+// ---- races between the verbs -----------------------------------------------------------
+
+describe('verbs racing each other', () => {
+  it('after a stop() in backoff, the next stop() still stops (it returned the first stop forever)', async () => {
+    const s = new Supervisor({
+      command: 'sh',
+      args: ['-c', 'sleep 0.05; exit 1'],
+      backoff: { initialMs: 60_000 },
+      spawn: { stop: { graceMs: 1000 } },
+    })
+    const inBackoff = new Promise((r) => s.once('restart', r))
+    await s.start()
+    await inBackoff
+    expect(s.state).toBe('backoff')
+    expect(await s.stop()).toBeNull()
+    expect(s.state).toBe('stopped')
+
+    const s2 = s as Supervisor
+    const started = s2.start()
+    await started
+    const child = s2.child as SupervisedProcess
+    expect(child).not.toBeNull()
+    const result = await s2.stop()
+    expect(s2.state).toBe('stopped')
+    expect(result?.outcome).toMatch(/exited|already-exited/)
+    expect(child.exitInfo).not.toBeNull()
+  })
+})

@@ -1449,6 +1449,10 @@ class Supervisor extends EventEmitter {
   }
 
   async #stopFlow(opts) {
+    // Nothing before this await: with no child and no boot to wait for, the
+    // whole flow would otherwise run inside stop(), clear #stopping before
+    // stop() set it, and leave every later stop() returning this one.
+    await null
     let result = null
     let error = null
     try {
