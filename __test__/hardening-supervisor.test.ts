@@ -301,4 +301,22 @@ describe('verbs racing each other', () => {
     expect(result?.outcome).toMatch(/exited|already-exited/)
     expect(child.exitInfo).not.toBeNull()
   })
+
+  it("inside an 'exit' listener the state has moved on: never 'running' while no child runs", async () => {
+    const s = new Supervisor({
+      command: 'sh',
+      args: ['-c', 'sleep 0.05; exit 1'],
+      backoff: { initialMs: 60_000 },
+      crashLoop: { maxRestarts: 1 },
+    })
+    const seen: string[] = []
+    s.on('exit', () => seen.push(`${s.state} ${s.status().pid}`))
+    const failed = new Promise((r) => s.once('failed', r))
+    await s.start()
+    await new Promise((r) => s.once('restart', r))
+    // The crash that ends it: failed by the time 'exit' is heard.
+    await s.restart().catch(() => {})
+    await failed
+    expect(seen).toEqual(['backoff null', 'failed null'])
+  })
 })

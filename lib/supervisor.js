@@ -1064,7 +1064,7 @@ class Supervisor extends EventEmitter {
       this.#spawn()
     } catch (err) {
       if (epoch !== this.#epoch || this.#state !== 'starting') return
-      this.#end('fail', err)
+      this.#end('fail', err)?.()
     } finally {
       this.#booting = null
     }
@@ -1334,16 +1334,23 @@ class Supervisor extends EventEmitter {
     if (run.exited) return
     run.exited = true
     run.ac.abort()
-    if (info !== null) {
-      this.#lastExit = info
-      this.#emit('exit', { ...info, expected: run.expected })
+    if (info !== null) this.#lastExit = info
+    let then = null
+    if (run === this.#run && !run.expected) {
+      this.#run = null
+      // The state moves on before 'exit' is heard: it is never `running`
+      // while no child runs, not even inside an 'exit' listener.
+      then = this.#decide(run, info, why, spawnError)
     }
-    if (run !== this.#run || run.expected) return
-    this.#run = null
-    this.#decide(run, info, why, spawnError)
+    if (info !== null) this.#emit('exit', { ...info, expected: run.expected })
+    then?.()
   }
 
-  /** After an exit we did not cause: restart, or end. */
+  /**
+   * After an exit we did not cause: restart, or end. Takes the transition
+   * now and returns what follows it ('restart' and the next spawn, or
+   * 'failed'/'stopped'), for after the 'exit' event.
+   */
   #decide(run, info, why, spawnError) {
     let failure
     if (why === 'spawn' || run.readyFailure !== null) failure = true
@@ -1353,17 +1360,15 @@ class Supervisor extends EventEmitter {
     if (!(policy === 'always' || (policy === 'on-failure' && failure))) {
       if (failure) {
         const cause = run.readyFailure ?? spawnError
-        this.#end(
+        return this.#end(
           'fail',
           supervisorError('ERR_SUPERVISOR_FAILED', `${this.#o.name} ${cause ? cause.message : describeExit(info)}`, {
             cause,
             lastExit: info,
           }),
         )
-      } else {
-        this.#end('finish', null)
       }
-      return
+      return this.#end('finish', null)
     }
     // Monotonic: a wall clock stepped back or forward neither hides nor
     // forgives restarts.
@@ -1371,7 +1376,7 @@ class Supervisor extends EventEmitter {
     const { maxRestarts, windowMs } = this.#o.crashLoop
     this.#window = this.#window.filter((t) => now - t < windowMs)
     if (this.#window.length >= maxRestarts) {
-      this.#end(
+      return this.#end(
         'fail',
         supervisorError(
           'ERR_CRASH_LOOP',
@@ -1379,7 +1384,6 @@ class Supervisor extends EventEmitter {
           { cause: run.readyFailure ?? spawnError, lastExit: info },
         ),
       )
-      return
     }
     const b = this.#o.backoff
     if (run.readyAt !== null && now - run.readyAt >= b.resetAfterMs) this.#attempt = 0
@@ -1389,15 +1393,18 @@ class Supervisor extends EventEmitter {
     const delayMs = this.#attempt === 1 ? b.initialMs : Math.min(b.maxMs, grown)
     this.#window.push(now)
     this.#restarts++
-    if (!this.#go('crash')) return
-    this.#emit('restart', { attempt: this.#attempt, delayMs, lastExit: info })
-    if (this.#state !== 'backoff') return // a listener stopped or restarted it
-    if (delayMs === 0) this.#retry()
-    else {
-      this.#timer = setTimeout(() => {
-        this.#timer = null
-        this.#retry()
-      }, delayMs)
+    if (!this.#go('crash')) return null
+    return () => {
+      if (this.#state !== 'backoff') return // an 'exit' listener stopped or restarted it
+      this.#emit('restart', { attempt: this.#attempt, delayMs, lastExit: info })
+      if (this.#state !== 'backoff') return // a 'restart' listener did
+      if (delayMs === 0) this.#retry()
+      else {
+        this.#timer = setTimeout(() => {
+          this.#timer = null
+          this.#retry()
+        }, delayMs)
+      }
     }
   }
 
@@ -1405,20 +1412,24 @@ class Supervisor extends EventEmitter {
     if (this.#go('retry')) this.#spawn()
   }
 
-  /** The policy ends it: 'fail' (err) or 'finish' (a clean exit). */
+  /**
+   * The policy ends it: 'fail' (err) or 'finish' (a clean exit). Takes the
+   * transition and settles the start() waiters now (a start() called from a
+   * listener afterwards is a new one); returns the emit of 'failed' or
+   * 'stopped', for the caller to run when its own events are out.
+   */
   #end(event, err) {
     this.#clearTimer()
-    if (!this.#go(event)) return
+    if (!this.#go(event)) return null
     this.#run = null
     this.#afterEnd()
     if (event === 'fail') {
       this.#settle(null, err)
-      this.#emit('failed', err)
-    } else {
-      const why = this.#lastExit ? describeExit(this.#lastExit) : 'ended'
-      this.#settle(null, supervisorError('ERR_SUPERVISOR_STOPPED', `${this.#o.name} ${why} and is not restarted`))
-      this.#emit('stopped', null)
+      return () => this.#emit('failed', err)
     }
+    const why = this.#lastExit ? describeExit(this.#lastExit) : 'ended'
+    this.#settle(null, supervisorError('ERR_SUPERVISOR_STOPPED', `${this.#o.name} ${why} and is not restarted`))
+    return () => this.#emit('stopped', null)
   }
 
   /** Stopped or failed: the last record written, then the lock released. */
