@@ -6,6 +6,7 @@ import {
   chmodSync,
   chownSync,
   closeSync,
+  existsSync,
   ftruncateSync,
   lstatSync,
   openSync,
@@ -16,8 +17,14 @@ import {
 import net from 'node:net'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { getProcessInfo, readSupervisorState, type SupervisedProcess, Supervisor } from '../index.js'
-import { aliveInProcTable, FIXTURES, freePort, isRoot, tempDirs, trackProcesses } from './helpers'
+import {
+  getProcessInfo,
+  readSupervisorState,
+  type SupervisedProcess,
+  Supervisor,
+  type SupervisorOptions,
+} from '../index.js'
+import { aliveInProcTable, FIXTURES, freePort, isRoot, tempDirs, trackProcesses, waitFor } from './helpers'
 
 const { sup, others } = trackProcesses()
 
@@ -318,5 +325,38 @@ describe('verbs racing each other', () => {
     await s.restart().catch(() => {})
     await failed
     expect(seen).toEqual(['backoff null', 'failed null'])
+  })
+
+  it("stop({ signal: 'SIGKILL' }) while taking over passes on to the predecessor's orphan (it waited out the whole grace)", async () => {
+    const dir = tempDir()
+    const termFile = join(dir, 'got-term')
+    const options = {
+      command: 'sh',
+      // Ignores SIGTERM (says so in a file), keeps running.
+      args: ['-c', `trap "echo term > ${termFile}" TERM; echo started; while :; do sleep 0.05; done`],
+      stateFile: join(dir, 'state.json'),
+      spawn: { parentDeathSignal: false, stop: { graceMs: 120_000 } },
+    }
+    const predecessor = others.spawn(NODE, [
+      join(FIXTURES, 'supervisor-process.cjs'),
+      PROCWARD,
+      JSON.stringify(options),
+    ])
+    let out = ''
+    predecessor.stdout?.on('data', (d) => (out += d))
+    await waitFor(() => out.includes('"started"'), 10_000, 'the predecessor to start')
+    const orphan = JSON.parse(out.split('\n').find((l) => l.includes('"started"')) as string).status.pid as number
+    others.track(orphan)
+    await waitFor(() => readSupervisorState(options.stateFile)?.child?.pid === orphan, 10_000, 'the record')
+    predecessor.kill('SIGKILL')
+    await new Promise((r) => predecessor.once('exit', r))
+
+    const s = new Supervisor(options as SupervisorOptions)
+    const starting = s.start().catch((e) => e)
+    await waitFor(() => existsSync(termFile), 10_000, 'the takeover to SIGTERM the orphan')
+    const result = await s.stop({ signal: 'SIGKILL' })
+    expect(result).toBeNull() // no child of its own yet
+    expect((await starting).name).toBe('AbortError')
+    expect(aliveInProcTable(orphan)).toBe(false)
   })
 })

@@ -793,6 +793,8 @@ class Supervisor extends EventEmitter {
   #restarting = null
   #stopping = null
   #booting = null
+  /** The predecessor's orphan a takeover is stopping now: { pid, target: { identity, group } }. */
+  #takingOver = null
   #lock = null
   #restarts = 0
   #attempt = 0
@@ -898,6 +900,9 @@ class Supervisor extends EventEmitter {
     }
     this.#settle(null, abortError())
     this.#stopping = this.#stopFlow(opts)
+    // A takeover under way stops its orphan with the stop defaults; a stop
+    // that asks for more (SIGKILL, a shorter grace) passes it on.
+    if (this.#takingOver !== null) this.#escalate(opts)
     return this.#stopping
   }
 
@@ -1086,8 +1091,9 @@ class Supervisor extends EventEmitter {
       this.#warnRecord(`it names pid ${c.pid}, and ${refused}`)
       return
     }
+    if (epoch !== this.#epoch) return // stopped before acting: the record stays for the next one
     if (alive && this.#o.takeover === 'adopt') {
-      if (epoch === this.#epoch) this.#adopt(c)
+      this.#adopt(c)
       return
     }
     let result = null
@@ -1099,11 +1105,13 @@ class Supervisor extends EventEmitter {
           return null
         }
       })()
-      result = await stopSupervisedProcess(c.pid, {
-        ...this.#o.stopDefaults,
-        identity: c.identity,
-        group: info !== null && info.pgid === c.pid,
-      })
+      const target = { identity: c.identity, group: info !== null && info.pgid === c.pid }
+      this.#takingOver = { pid: c.pid, target }
+      try {
+        result = await stopSupervisedProcess(c.pid, { ...this.#o.stopDefaults, ...target })
+      } finally {
+        this.#takingOver = null
+      }
     }
     let swept = { killed: [], suspects: [] }
     const aliveAtMs = Date.parse(c.aliveAt)
@@ -1485,8 +1493,14 @@ class Supervisor extends EventEmitter {
   /** A second stop() while stopping: pass on what it asks for more. */
   #escalate(opts) {
     const run = this.#run
-    if (run === null) return
     const kill = opts.signal === 'SIGKILL' || opts.signal === 9
+    if (run === null) {
+      // Still taking over: the predecessor's orphan gets it (a stop of the
+      // same target joins the one under way and escalates it).
+      const t = this.#takingOver
+      if (t !== null) stopSupervisedProcess(t.pid, { ...this.#o.stopDefaults, ...opts, ...t.target }).catch(noop)
+      return
+    }
     if (run.child !== null) {
       run.child.stop(opts).catch(noop)
       if (kill) run.child.kill('SIGKILL')
