@@ -360,3 +360,29 @@ describe('verbs racing each other', () => {
     expect(aliveInProcTable(orphan)).toBe(false)
   })
 })
+
+describe('stateFile writes that fail', () => {
+  it.skipIf(!hasUnshare)('ENOSPC: warned once, and the record catches up once there is room again', async () => {
+    const dir = tempDir()
+    const p = others.spawn('unshare', [
+      '--mount',
+      'sh',
+      '-c',
+      'mount -t tmpfs -o size=64k tmpfs "$1" && exec "$2" "$3" "$4" "$1"',
+      'sh',
+      dir,
+      NODE,
+      join(FIXTURES, 'full-disk.cjs'),
+      PROCWARD,
+    ])
+    let out = ''
+    p.stdout?.on('data', (d) => (out += d))
+    await new Promise((r) => p.once('exit', r))
+    const r = JSON.parse(out.trim())
+    expect(r.warnings).toEqual(['PROCWARD_STATE_FILE'])
+    // While the disk was full the record still named the old child...
+    expect(r.during).toBe(r.first)
+    // ...and once there was room it named the running one, with no state change to prompt it.
+    expect(r.after).toBe(r.second)
+  })
+})

@@ -805,6 +805,8 @@ class Supervisor extends EventEmitter {
   #dirty = false
   #writer = null
   #warnedWrite = false
+  #retryTimer = null
+  #retryMs = 0
   /** The stateFile is ours to write: locked, and its previous record taken over. */
   #recordOwned = false
   #identity = null
@@ -1587,6 +1589,7 @@ class Supervisor extends EventEmitter {
         const text = `${JSON.stringify(this.#record(), null, 2)}\n`
         try {
           await writeAtomic(this.#o.stateFile, text)
+          this.#retryMs = 0
         } catch (err) {
           if (!this.#warnedWrite) {
             this.#warnedWrite = true
@@ -1594,11 +1597,28 @@ class Supervisor extends EventEmitter {
               code: 'PROCWARD_STATE_FILE',
             })
           }
+          this.#retryLater()
         }
       }
     } finally {
       this.#writer = null
     }
+  }
+
+  /**
+   * A write failed (ENOSPC, EACCES, EIO...): tried again later, 100 ms
+   * doubling to 30 s, so the record catches up once the disk has room —
+   * left stale, it would name a child long gone to a successor, and not
+   * the one running. The timer does not hold the process open.
+   */
+  #retryLater() {
+    if (this.#retryTimer !== null) return
+    this.#retryMs = Math.min(Math.max(this.#retryMs * 2, 100), 30_000)
+    this.#retryTimer = setTimeout(() => {
+      this.#retryTimer = null
+      this.#writeState()
+    }, this.#retryMs)
+    this.#retryTimer.unref()
   }
 }
 
