@@ -90,6 +90,11 @@ pub async fn wait_for_exit(
     let pidfd = match sys::pidfd_open(pid) {
         Ok(fd) => fd,
         Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(Some(Exited::GONE)),
+        // A thread id, not a process (ENOENT since Linux 6.9, EINVAL
+        // before): liveness calls it no process, and so does this.
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::EINVAL)) => {
+            return Ok(Some(Exited::GONE))
+        }
         Err(e)
             if matches!(
                 e.raw_os_error(),
