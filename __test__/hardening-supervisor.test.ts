@@ -226,6 +226,26 @@ describe('ready by port', () => {
     }
   })
 
+  it('a listener the child had started outside its group (a proxy, as docker run -p has) counts', async () => {
+    const port = await freePort()
+    const pidFile = join(tempDir(), 'proxy.pid')
+    const s = new Supervisor({
+      command: 'sh',
+      // The listener runs in a session of its own, as docker-proxy runs
+      // under dockerd: not in the child's group.
+      args: ['-c', `setsid ${NODE} ${DAEMON} --port ${port} & echo $! > ${pidFile}; exec sleep 1000`],
+      ready: { port },
+      readyTimeoutMs: 20_000,
+    })
+    try {
+      await s.start()
+      expect(s.state).toBe('running')
+    } finally {
+      await s.stop()
+      others.track(Number(readFileSync(pidFile, 'utf8')))
+    }
+  })
+
   it("a listener in the child's group (not the leader) counts", async () => {
     const port = await freePort()
     const s = new Supervisor({
@@ -307,6 +327,22 @@ describe('verbs racing each other', () => {
     expect(s2.state).toBe('stopped')
     expect(result?.outcome).toMatch(/exited|already-exited/)
     expect(child.exitInfo).not.toBeNull()
+  })
+
+  it('a stdout line ending in CRLF matches a whole-line RegExp', async () => {
+    const s = new Supervisor({
+      command: 'sh',
+      args: ['-c', 'printf "starting\\r\\nready\\r\\n"; exec sleep 1000'],
+      ready: { stdout: /^ready$/ },
+      readyTimeoutMs: 5000,
+    })
+    s.on('stdout', () => {})
+    try {
+      await s.start()
+      expect(s.state).toBe('running')
+    } finally {
+      await s.stop()
+    }
   })
 
   it("inside an 'exit' listener the state has moved on: never 'running' while no child runs", async () => {

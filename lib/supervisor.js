@@ -474,15 +474,22 @@ async function childListens(child, port) {
 
 /**
  * Ready once something accepts a connection and, where /proc can tell, the
- * listener is the child's: probes at 1 ms, doubling to 20 ms (100 ms while
- * another process holds the port).
+ * listener is not a leftover: held by the child's group, or opened since
+ * the check began (a proxy the child had started, like docker-proxy for
+ * `docker run -p`). A listening socket that was there before — a stale
+ * daemon still on the port — never counts. Probes at 1 ms, doubling to
+ * 20 ms (100 ms while only a leftover answers).
  */
 async function portReady(child, port, host, signal) {
+  // Right after the spawn: what listened before the child could have.
+  const before = await listeningInodes(port)
   let delay = 1
   for (;;) {
     if (signal.aborted) throw abortError(signal)
     let foreign = false
     if (await connects(port, host, signal)) {
+      const now = await listeningInodes(port)
+      if (now === null || before === null || [...now].some((i) => !before.has(i))) return
       if ((await childListens(child, port)) !== false) return
       foreign = true
     }
@@ -1247,6 +1254,8 @@ class Supervisor extends EventEmitter {
   }
 
   #line(run, kind, line) {
+    // "\r\n" ends a line too (as readline reads it): the \r is not the line's.
+    if (line.endsWith('\r')) line = line.slice(0, -1)
     run.onLine?.(line)
     if (this.listenerCount(kind) > 0) this.#emit(kind, line)
     else (kind === 'stdout' ? process.stdout : process.stderr).write(`${line}\n`)
