@@ -268,6 +268,16 @@ describe('ready by port', () => {
 // ---- crash loops ---------------------------------------------------------------------
 
 describe('crash loops', () => {
+  it('an exit with code 0 before the ready check passed counts as a crash', async () => {
+    const port = await freePort()
+    const s = new Supervisor({ command: 'sh', args: ['-c', 'exit 0'], ready: { port }, restart: 'never' })
+    await expect(s.start()).rejects.toMatchObject({
+      code: 'ERR_SUPERVISOR_FAILED',
+      message: 'sh exited with code 0 before it was ready',
+    })
+    expect(s.state).toBe('failed')
+  })
+
   it('the backoff delay is a number however long the loop (stepMs 0 with a factor that overflows)', async () => {
     const s = new Supervisor({
       command: 'true',

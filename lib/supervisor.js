@@ -1371,17 +1371,21 @@ class Supervisor extends EventEmitter {
    * 'failed'/'stopped'), for after the 'exit' event.
    */
   #decide(run, info, why, spawnError) {
+    // A child that exits before its ready check passed counts as a crash,
+    // whatever its code (unless by a signal sent through kill()).
+    const beforeReady = this.#o.ready !== null && run.readyAt === null && run.adopted === null
     let failure
     if (why === 'spawn' || run.readyFailure !== null) failure = true
     else if (info.signal !== null) failure = !run.sent.has(info.signal)
-    else failure = info.code !== 0 // null: an adopted orphan's unknown status
+    else failure = info.code !== 0 || beforeReady // null: an adopted orphan's unknown status
     const policy = this.#o.restart
     if (!(policy === 'always' || (policy === 'on-failure' && failure))) {
       if (failure) {
         const cause = run.readyFailure ?? spawnError
+        const what = cause ? cause.message : `${describeExit(info)}${beforeReady ? ' before it was ready' : ''}`
         return this.#end(
           'fail',
-          supervisorError('ERR_SUPERVISOR_FAILED', `${this.#o.name} ${cause ? cause.message : describeExit(info)}`, {
+          supervisorError('ERR_SUPERVISOR_FAILED', `${this.#o.name} ${what}`, {
             cause,
             lastExit: info,
           }),
