@@ -245,4 +245,13 @@ describe('hardening', () => {
     expect((await holder.done).code).toBe(128 + 9)
     expect((await cli(['lock', file, '--', 'true'])).code).toBe(0)
   })
+
+  it('stop on a stale state file (nothing runs): says so, exit 0, signals nothing', async () => {
+    const file = join(tempDir(), 'state.json')
+    const run = await cli(['run', '--restart', 'never', '--state-file', file, '--', 'sh', '-c', 'exit 0'])
+    expect(run.code).toBe(0)
+    const r = await cli(['stop', file])
+    expect(r.code).toBe(0)
+    expect(r.err).toMatch(/nothing running \(sh: stopped\)/)
+  })
 })

@@ -285,13 +285,28 @@ async function stop(argv) {
     process.exitCode = 1
     return
   }
+  let stopped = false
   if (r.supervisor.running && r.supervisor.pid !== process.pid) {
     const res = await procward.stopSupervisedProcess(r.supervisor.pid, {
       graceMs,
       ...(r.supervisor.identity ? { identity: r.supervisor.identity } : {}),
     })
     process.stderr.write(`procward: supervisor pid ${r.supervisor.pid}: ${res.outcome}\n`)
-    r = procward.readSupervisorState(file) ?? r
+    stopped = true
+    const again = procward.readSupervisorState(file)
+    if (again !== null) {
+      // Read anew, so judged anew: the file may have been replaced meanwhile.
+      const refusedNow = distrust(file, again)
+      if (refusedNow !== null) {
+        process.stderr.write(`procward: ${file}: not acting on this record: ${refusedNow}\n`)
+        process.exitCode = 1
+        return
+      }
+      r = again
+    }
+  }
+  if (!stopped && !r.child?.running) {
+    process.stderr.write(`procward: ${file}: nothing running (${r.name}: ${r.state})\n`)
   }
   if (r.child?.running) {
     const c = r.child
