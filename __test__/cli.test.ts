@@ -197,6 +197,8 @@ describe('usage', () => {
     ['stop'],
     ['lock', 'file'],
     ['lock', '--wait=soon', 'file', '--', 'true'],
+    ['run', '--name', '', '--', 'true'],
+    ['run', '--state-file', '', '--', 'true'],
   ]) {
     it(`procward ${args.join(' ')}: usage on stderr, exit 2`, async () => {
       const r = await cli(args)
@@ -213,5 +215,43 @@ describe('usage', () => {
       expect(r.out).toContain(`usage: procward ${cmd}`)
     }
     expect((await cli(['--help'])).out).toContain('commands:')
+  })
+})
+
+describe('hardening', () => {
+  it("without `--`, the command's own options are its own, not procward's", async () => {
+    const r = await cli(['run', '--restart', 'never', 'sh', '-c', 'exit 3', '--foo'])
+    expect(r.code).toBe(3)
+    const file = join(tempDir(), 'job.lock')
+    const l = await cli(['lock', file, 'echo', '--hello'])
+    expect(l.code).toBe(0)
+    expect(l.out).toBe('--hello\n')
+  })
+
+  it('lock: a command that ignores signals keeps the lock on the first SIGTERM, and is SIGKILLed on the second', async () => {
+    const file = join(tempDir(), 'job.lock')
+    // SIG_IGN survives exec: sleep itself ignores them.
+    const holder = new Cli(['lock', file, '--', 'sh', '-c', 'trap "" TERM INT HUP; echo locked; exec sleep 1000'])
+    await waitFor(() => holder.out.includes('locked'), 5000, 'the holder')
+    holder.proc.kill('SIGTERM')
+    await sleep(200)
+    // Still running, so still holding the lock: the exclusion holds.
+    expect(holder.proc.exitCode).toBeNull()
+    expect((await cli(['lock', file, '--', 'true'])).code).toBe(75)
+    holder.proc.kill('SIGTERM')
+    let ended = false
+    holder.done.then(() => (ended = true))
+    await waitFor(() => ended, 5000, 'the second SIGTERM to end it')
+    expect((await holder.done).code).toBe(128 + 9)
+    expect((await cli(['lock', file, '--', 'true'])).code).toBe(0)
+  })
+
+  it('stop on a stale state file (nothing runs): says so, exit 0, signals nothing', async () => {
+    const file = join(tempDir(), 'state.json')
+    const run = await cli(['run', '--restart', 'never', '--state-file', file, '--', 'sh', '-c', 'exit 0'])
+    expect(run.code).toBe(0)
+    const r = await cli(['stop', file])
+    expect(r.code).toBe(0)
+    expect(r.err).toMatch(/nothing running \(sh: stopped\)/)
   })
 })

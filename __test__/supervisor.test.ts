@@ -721,7 +721,8 @@ describe('takeover', () => {
     expect(r).toMatchObject({ state: 'running', child: { pid: orphan, running: true } })
 
     const ready = nextEvent(sup, 'ready')
-    process.kill(orphan, 'SIGKILL')
+    // kill() reaches the adopted orphan (through a pidfd checked against its identity).
+    expect(sup.kill('SIGKILL')).toBe(true)
     await ready
     const exit = seen.find((s) => s.event === 'exit')
     // Not our child: the status is read from the zombie (or the pidfd once

@@ -2,7 +2,17 @@ import { readdirSync, readlinkSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { getProcessInfo, isProcessRunning, waitForExit } from '../index.js'
-import { aliveInProcTable, FIXTURES, firstLine, isRoot, procState, reusePid, sleep, trackProcesses } from './helpers'
+import {
+  aliveInProcTable,
+  FIXTURES,
+  firstLine,
+  isRoot,
+  procState,
+  reusePid,
+  sleep,
+  trackProcesses,
+  waitFor,
+} from './helpers'
 
 const { others } = trackProcesses()
 
@@ -164,5 +174,49 @@ describe('waitForExit', () => {
       name: 'TypeError',
       code: 'ERR_INVALID_ARG_VALUE',
     })
+  })
+})
+
+describe('waitForExit at scale', () => {
+  /** fixtures/many-waits.cjs under `ulimit -n 256`. */
+  async function manyWaits(mode: 'same' | 'distinct', n: number) {
+    const p = others.spawn('sh', [
+      '-c',
+      'ulimit -n 256 && exec "$@"',
+      'sh',
+      process.execPath,
+      join(FIXTURES, 'many-waits.cjs'),
+      join(__dirname, '..', 'index.js'),
+      mode,
+      String(n),
+    ])
+    return JSON.parse(await firstLine(p))
+  }
+
+  it('a thousand waits on one process share one pidfd: the fd table stays usable', async () => {
+    const r = await manyWaits('same', 1000)
+    expect(r.canOpen).toBe(true)
+    expect(r.fds).toBeLessThan(100)
+    expect(r.resolved).toBe(1000)
+  })
+
+  it('waits on more processes than the fd budget poll beyond it: the fd table stays usable', async () => {
+    const r = await manyWaits('distinct', 240)
+    expect(r.canOpen).toBe(true)
+    // Half the table at most for the waits (plus liveness's small pidfd cache).
+    expect(r.fds).toBeLessThan(240)
+    expect(r.resolved).toBe(240)
+  })
+})
+
+describe('waitForExit on what is not a process', () => {
+  it('a thread id (of a live process) resolves at once as not running, as liveness says', async () => {
+    const c = others.spawn(process.execPath, ['-e', 'setTimeout(() => {}, 100000)'], { stdio: 'ignore' })
+    await waitFor(() => readdirSync(`/proc/${c.pid}/task`).length > 1, 5000, 'its threads')
+    const tid = readdirSync(`/proc/${c.pid}/task`)
+      .map(Number)
+      .find((t) => t !== c.pid) as number
+    expect(isProcessRunning(tid)).toBe(false)
+    expect(await waitForExit(tid)).toEqual({ pid: tid, pidReused: false, exit: null })
   })
 })

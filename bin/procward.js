@@ -2,8 +2,10 @@
 // procward: the command line. A thin parser over the library — every verb
 // is a few calls of the public API, never a second implementation.
 
+const fs = require('node:fs')
 const { constants } = require('node:os')
 const procward = require('..')
+const { untrustedStat } = require('../lib/supervisor.js')
 
 const USAGE = {
   run: `usage: procward run [--name N] [--restart always|on-failure|never] [--state-file F]
@@ -42,7 +44,9 @@ still runs afterwards, or if the supervisor is dead.
 
 Runs COMMAND while holding an exclusive lock on FILE (flock(2), as flock(1)
 does), with a holder record in FILE. Exits with COMMAND's status, or 75 when
-the lock is held by another process.
+the lock is held by another process. SIGTERM and SIGHUP are passed on to
+COMMAND (SIGINT from a terminal reaches it directly); the lock is held until
+COMMAND has exited, and a second signal SIGKILLs it.
 
   --wait[=MS]   wait for the lock (at most MS milliseconds) instead of failing at once`,
 }
@@ -101,11 +105,13 @@ function parse(argv, spec, { command = false } = {}) {
       continue
     }
     if (arg.startsWith('-') && arg !== '-') throw usageError(`unknown option ${arg}`)
+    if (command && positional.length === (command === true ? 0 : command)) {
+      // Without `--`: the command starts here, and its own options
+      // (`node server.js --port 8080`) are its, not ours.
+      rest = argv.slice(i)
+      break
+    }
     positional.push(arg)
-  }
-  if (command && rest === null) {
-    // Without `--`: the positionals after the declared ones are the command.
-    rest = positional.splice(command === true ? 0 : command)
   }
   return { opts, positional, rest: rest ?? [] }
 }
@@ -186,7 +192,9 @@ async function run(argv) {
   try {
     sup = new procward.Supervisor(options)
   } catch (err) {
-    // Options the library refused (--cgroup where unsupported, say).
+    // A value the library refused is bad usage (--name ''); anything else
+    // (--cgroup where unsupported, say) is a failure.
+    if (err instanceof TypeError || err instanceof RangeError) throw usageError(err.message)
     fail(err)
     return
   }
@@ -271,13 +279,34 @@ async function stop(argv) {
     process.exitCode = 1
     return
   }
+  const refused = distrust(file, r)
+  if (refused !== null) {
+    process.stderr.write(`procward: ${file}: not acting on this record: ${refused}\n`)
+    process.exitCode = 1
+    return
+  }
+  let stopped = false
   if (r.supervisor.running && r.supervisor.pid !== process.pid) {
     const res = await procward.stopSupervisedProcess(r.supervisor.pid, {
       graceMs,
       ...(r.supervisor.identity ? { identity: r.supervisor.identity } : {}),
     })
     process.stderr.write(`procward: supervisor pid ${r.supervisor.pid}: ${res.outcome}\n`)
-    r = procward.readSupervisorState(file) ?? r
+    stopped = true
+    const again = procward.readSupervisorState(file)
+    if (again !== null) {
+      // Read anew, so judged anew: the file may have been replaced meanwhile.
+      const refusedNow = distrust(file, again)
+      if (refusedNow !== null) {
+        process.stderr.write(`procward: ${file}: not acting on this record: ${refusedNow}\n`)
+        process.exitCode = 1
+        return
+      }
+      r = again
+    }
+  }
+  if (!stopped && !r.child?.running) {
+    process.stderr.write(`procward: ${file}: nothing running (${r.name}: ${r.state})\n`)
   }
   if (r.child?.running) {
     const c = r.child
@@ -290,6 +319,36 @@ async function stop(argv) {
     process.stderr.write(`procward: child pid ${c.pid}: ${res.outcome}\n`)
     if (res.outcome === 'unkillable') process.exitCode = 1
   }
+}
+
+/**
+ * Why the processes a state file names must not be signalled on its word,
+ * or null. The record must come from a regular file of our user that no one
+ * else may write — or, for root, name only processes of the file's owner
+ * (an administrator stopping a user's supervisor). Never pid 1 or this
+ * process, whatever the file.
+ */
+function distrust(file, r) {
+  const pids = [r.supervisor.running ? r.supervisor.pid : null, r.child?.running ? r.child.pid : null]
+  for (const pid of pids) {
+    if (pid === 1) return 'it names pid 1 (init)'
+    if (pid === process.pid) return 'it names this process'
+  }
+  const st = fs.lstatSync(file)
+  const why = st.isSymbolicLink() ? 'it is a symbolic link' : untrustedStat(st)
+  if (why === null) return null
+  if (process.geteuid?.() !== 0 || !st.isFile() || (st.mode & 0o022) !== 0) return why
+  for (const pid of pids) {
+    if (pid === null) continue
+    let owner = null
+    try {
+      owner = fs.statSync(`/proc/${pid}`).uid
+    } catch {
+      // no /proc (or gone): the owner cannot be checked
+    }
+    if (owner !== st.uid) return `${why}, and pid ${pid} is not a process of uid ${st.uid}`
+  }
+  return null
 }
 
 // ---- lock ---------------------------------------------------------------------
@@ -314,23 +373,39 @@ async function lock(argv) {
     }
     throw err
   }
-  let child
+  // SIGTERM and SIGHUP sent to us are passed on; SIGINT from a terminal has
+  // reached the child already (same group). We exit once it has: the lock
+  // must outlive the command. A second signal SIGKILLs it (a command that
+  // ignores signals would otherwise hold the lock until the end of time).
+  // Listening from before the spawn: a signal that arrives as the command
+  // starts is passed on too, never the end of us.
+  let child = null
+  let signals = 0
+  let pending = null
+  const forward = (sig) => () => {
+    signals++
+    if (child === null) pending = sig
+    else if (signals > 1) child.kill('SIGKILL')
+    else if (sig !== 'SIGINT') child.kill(sig)
+  }
+  const handlers = { SIGTERM: forward('SIGTERM'), SIGHUP: forward('SIGHUP'), SIGINT: forward('SIGINT') }
+  const unlisten = () => {
+    for (const [sig, h] of Object.entries(handlers)) process.removeListener(sig, h)
+  }
+  for (const [sig, h] of Object.entries(handlers)) process.on(sig, h)
   try {
     // In our process group, as flock(1) runs it: a terminal's Ctrl-C
     // reaches it directly.
     child = procward.spawnSupervised(command, args, { stdio: 'inherit', processGroup: false })
   } catch (err) {
     held.release()
+    unlisten()
     throw err
   }
-  // SIGTERM and SIGHUP sent to us are passed on; SIGINT from a terminal has
-  // reached the child already (same group). We exit once it has.
-  const forward = (sig) => () => child.kill(sig)
-  const handlers = { SIGTERM: forward('SIGTERM'), SIGHUP: forward('SIGHUP'), SIGINT: () => {} }
-  for (const [sig, h] of Object.entries(handlers)) process.on(sig, h)
+  if (pending !== null) child.kill(signals > 1 ? 'SIGKILL' : pending)
   const exit = await child.exited
   held.release()
-  for (const [sig, h] of Object.entries(handlers)) process.removeListener(sig, h)
+  unlisten()
   process.exitCode = statusOf(exit)
 }
 

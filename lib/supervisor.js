@@ -384,13 +384,116 @@ function connects(port, host, signal) {
   })
 }
 
-/** Ready once something accepts a connection: probes at 1 ms, doubling to 20 ms. */
-async function portReady(port, host, signal) {
+/** The inodes of the TCP sockets listening on `port` in our network namespace; null where /proc cannot tell. */
+async function listeningInodes(port) {
+  const inodes = new Set()
+  let readable = false
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let text
+    try {
+      text = await fsp.readFile(table, 'latin1')
+    } catch {
+      continue
+    }
+    readable = true
+    for (const line of text.split('\n').slice(1)) {
+      // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+      const f = line.trim().split(/\s+/)
+      if (f.length < 10 || f[3] !== '0A') continue
+      if (Number.parseInt(f[1].slice(f[1].lastIndexOf(':') + 1), 16) === port) inodes.add(f[9])
+    }
+  }
+  return readable ? inodes : null
+}
+
+/** Does `pid` hold one of `inodes` open? null when its fds cannot be read. */
+async function holdsSocket(pid, inodes) {
+  let fds
+  try {
+    fds = await fsp.readdir(`/proc/${pid}/fd`)
+  } catch (err) {
+    return err.code === 'ENOENT' ? false : null
+  }
+  for (const fd of fds) {
+    let target
+    try {
+      target = await fsp.readlink(`/proc/${pid}/fd/${fd}`)
+    } catch {
+      continue
+    }
+    if (target.startsWith('socket:[') && inodes.has(target.slice(8, -1))) return true
+  }
+  return false
+}
+
+/** The processes in process group `pgid` now (a /proc scan). */
+async function groupMembers(pgid) {
+  let names
+  try {
+    names = await fsp.readdir('/proc')
+  } catch {
+    return []
+  }
+  const members = []
+  for (const name of names) {
+    if (!/^\d+$/.test(name)) continue
+    try {
+      const stat = await fsp.readFile(`/proc/${name}/stat`, 'latin1')
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+      if (Number(f[2]) === pgid) members.push(Number(name))
+    } catch {
+      // gone
+    }
+  }
+  return members
+}
+
+/**
+ * Is the listener on `port` the child's (it or a member of its group holds
+ * the listening socket)? A stale daemon that still listens there must not
+ * make a new child look ready. true, false, or null where it cannot be told
+ * (no /proc, no listener in our network namespace, fds we may not read).
+ */
+async function childListens(child, port) {
+  const inodes = await listeningInodes(port)
+  if (inodes === null || inodes.size === 0) return null
+  let unknown = false
+  const leader = await holdsSocket(child.pid, inodes)
+  if (leader) return true
+  if (leader === null) unknown = true
+  if (child.pgid !== null) {
+    for (const pid of await groupMembers(child.pgid)) {
+      if (pid === child.pid) continue
+      const held = await holdsSocket(pid, inodes)
+      if (held) return true
+      if (held === null) unknown = true
+    }
+  }
+  return unknown ? null : false
+}
+
+/**
+ * Ready once something accepts a connection and, where /proc can tell, the
+ * listener is not a leftover: held by the child's group, or opened since
+ * the check began (a proxy the child had started, like docker-proxy for
+ * `docker run -p`). A listening socket that was there before — a stale
+ * daemon still on the port — never counts. Probes at 1 ms, doubling to
+ * 20 ms (100 ms while only a leftover answers).
+ */
+async function portReady(child, port, host, signal) {
+  // Right after the spawn: what listened before the child could have.
+  const before = await listeningInodes(port)
   let delay = 1
   for (;;) {
     if (signal.aborted) throw abortError(signal)
-    if (await connects(port, host, signal)) return
-    await sleepFor(delay, signal)
+    let foreign = false
+    if (await connects(port, host, signal)) {
+      const now = await listeningInodes(port)
+      if (now === null || before === null || [...now].some((i) => !before.has(i))) return
+      if ((await childListens(child, port)) !== false) return
+      foreign = true
+    }
+    await sleepFor(foreign ? 100 : delay, signal)
     delay = Math.min(delay * 2, 20)
   }
 }
@@ -472,6 +575,81 @@ async function removeStaleTemps(file) {
 
 const STATES = Object.keys(TRANSITIONS)
 
+/**
+ * Why a recorded process must never be stopped, adopted or signalled on the
+ * record's word, or null. No daemon a supervisor spawned can be pid 1, this
+ * process, one of its ancestors, or the leader of its group or session; a
+ * record naming one is corrupt or forged (and a group stop of pid 1 would
+ * reach every process).
+ */
+function untouchable(pid) {
+  if (pid === 1) return 'it is pid 1 (init)'
+  if (pid === process.pid) return 'it is this process'
+  let own = null
+  try {
+    own = callNative(native.getProcessInfo, process.pid)
+  } catch {
+    // unknown: the ancestor walk below still runs
+  }
+  if (own !== null && pid === own.pgid) return "it leads this process's group"
+  let st = null
+  try {
+    st = native.procStat?.(process.pid) ?? null
+  } catch {
+    // no session to compare
+  }
+  if (st !== null && pid === st.session) return "it leads this process's session"
+  let ppid = own?.ppid ?? process.ppid
+  for (let i = 0; i < 128 && ppid > 1; i++) {
+    if (ppid === pid) return 'it is an ancestor of this process'
+    let info = null
+    try {
+      info = callNative(native.getProcessInfo, ppid)
+    } catch {
+      break
+    }
+    if (info === null) break
+    ppid = info.ppid
+  }
+  return null
+}
+
+/**
+ * Reads a stateFile for acting on it: null when missing, else { text } or
+ * { untrusted: why }. A record is trusted only from a regular file (not a
+ * symlink) owned by this process's user and writable by no one else: a
+ * record names processes to stop and groups to sweep.
+ */
+async function readRecordFile(file) {
+  let fh
+  try {
+    fh = await fsp.open(file, fs.constants.O_RDONLY | (fs.constants.O_NOFOLLOW ?? 0) | (fs.constants.O_NONBLOCK ?? 0))
+  } catch (err) {
+    if (err.code === 'ENOENT') return null
+    if (err.code === 'ELOOP') return { untrusted: 'it is a symbolic link' }
+    return { untrusted: err.message }
+  }
+  try {
+    const st = await fh.stat()
+    const why = untrustedStat(st)
+    if (why !== null) return { untrusted: why }
+    if (st.size > RECORD_MAX) return { untrusted: `it is ${st.size} bytes, larger than any record` }
+    return { text: await fh.readFile('utf8') }
+  } catch (err) {
+    return { untrusted: err.message }
+  } finally {
+    await fh.close().catch(noop)
+  }
+}
+
+function untrustedStat(st) {
+  if (!st.isFile()) return 'it is not a regular file'
+  const euid = process.geteuid?.()
+  if (euid !== undefined && st.uid !== euid) return `it is owned by uid ${st.uid}, not ${euid}`
+  if ((st.mode & 0o022) !== 0) return `others may write it (mode 0${(st.mode & 0o777).toString(8)})`
+  return null
+}
+
 function validPid(v) {
   return Number.isInteger(v) && v >= 1 && v <= validate.PID_MAX
 }
@@ -498,6 +676,31 @@ function parseRecord(text) {
   return r
 }
 
+/** Far above any record (args included); a larger file is not one. */
+const RECORD_MAX = 1 << 20
+
+/**
+ * A regular file's text, or null (missing, not a regular file, larger than
+ * any record). Opened non-blocking: a FIFO at the path would otherwise
+ * block this thread until a writer came.
+ */
+function readSmallFile(file) {
+  let fd
+  try {
+    fd = fs.openSync(file, fs.constants.O_RDONLY | (fs.constants.O_NONBLOCK ?? 0))
+  } catch (err) {
+    if (err.code === 'ENOENT' || err.code === 'ENXIO') return null
+    throw err
+  }
+  try {
+    const st = fs.fstatSync(fd)
+    if (!st.isFile() || st.size > RECORD_MAX) return null
+    return fs.readFileSync(fd, 'utf8')
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
 /**
  * The record a supervisor keeps in its stateFile, with liveness judged now:
  * `supervisor.running` (its lock is held), `child.running` (zombie- and
@@ -505,13 +708,8 @@ function parseRecord(text) {
  */
 function readSupervisorState(stateFile) {
   nonEmptyString(stateFile, 'stateFile')
-  let text
-  try {
-    text = fs.readFileSync(stateFile, 'utf8')
-  } catch (err) {
-    if (err.code === 'ENOENT') return null
-    throw err
-  }
+  const text = readSmallFile(stateFile)
+  if (text === null) return null
   const r = parseRecord(text)
   if (r === null) return null
   let held
@@ -602,6 +800,8 @@ class Supervisor extends EventEmitter {
   #restarting = null
   #stopping = null
   #booting = null
+  /** The predecessor's orphan a takeover is stopping now: { pid, target: { identity, group } }. */
+  #takingOver = null
   #lock = null
   #restarts = 0
   #attempt = 0
@@ -612,6 +812,8 @@ class Supervisor extends EventEmitter {
   #dirty = false
   #writer = null
   #warnedWrite = false
+  #retryTimer = null
+  #retryMs = 0
   /** The stateFile is ours to write: locked, and its previous record taken over. */
   #recordOwned = false
   #identity = null
@@ -707,6 +909,9 @@ class Supervisor extends EventEmitter {
     }
     this.#settle(null, abortError())
     this.#stopping = this.#stopFlow(opts)
+    // A takeover under way stops its orphan with the stop defaults; a stop
+    // that asks for more (SIGKILL, a shorter grace) passes it on.
+    if (this.#takingOver !== null) this.#escalate(opts)
     return this.#stopping
   }
 
@@ -769,10 +974,21 @@ class Supervisor extends EventEmitter {
       return run.child.kill(num)
     }
     if (run.adopted !== null) {
-      if (!isRunning(run.adopted.pid, run.adopted.identity)) return false
+      const { pid, identity } = run.adopted
+      // Not our child: its pid may be reused the moment it exits. Signalled
+      // through a pidfd checked against the identity where there is one.
+      if (typeof native.signalIdentified === 'function') {
+        run.sent.add(name)
+        try {
+          return callNative(native.signalIdentified, pid, identity, num)
+        } catch {
+          return false
+        }
+      }
+      if (!isRunning(pid, identity)) return false
       run.sent.add(name)
       try {
-        process.kill(run.adopted.pid, num)
+        process.kill(pid, num)
         return true
       } catch {
         return false
@@ -862,25 +1078,31 @@ class Supervisor extends EventEmitter {
       this.#spawn()
     } catch (err) {
       if (epoch !== this.#epoch || this.#state !== 'starting') return
-      this.#end('fail', err)
+      this.#end('fail', err)?.()
     } finally {
       this.#booting = null
     }
   }
 
   async #takeover(epoch) {
-    let text
-    try {
-      text = await fsp.readFile(this.#o.stateFile, 'utf8')
-    } catch {
+    const file = await readRecordFile(this.#o.stateFile)
+    if (file === null) return
+    if (file.untrusted) {
+      this.#warnRecord(`${file.untrusted}`)
       return
     }
-    const prev = parseRecord(text)
+    const prev = parseRecord(file.text)
     const c = prev?.child
     if (!c) return
     const alive = isRunning(c.pid, c.identity)
+    const refused = alive ? untouchable(c.pid) : null
+    if (refused !== null) {
+      this.#warnRecord(`it names pid ${c.pid}, and ${refused}`)
+      return
+    }
+    if (epoch !== this.#epoch) return // stopped before acting: the record stays for the next one
     if (alive && this.#o.takeover === 'adopt') {
-      if (epoch === this.#epoch) this.#adopt(c)
+      this.#adopt(c)
       return
     }
     let result = null
@@ -892,11 +1114,13 @@ class Supervisor extends EventEmitter {
           return null
         }
       })()
-      result = await stopSupervisedProcess(c.pid, {
-        ...this.#o.stopDefaults,
-        identity: c.identity,
-        group: info !== null && info.pgid === c.pid,
-      })
+      const target = { identity: c.identity, group: info !== null && info.pgid === c.pid }
+      this.#takingOver = { pid: c.pid, target }
+      try {
+        result = await stopSupervisedProcess(c.pid, { ...this.#o.stopDefaults, ...target })
+      } finally {
+        this.#takingOver = null
+      }
     }
     let swept = { killed: [], suspects: [] }
     const aliveAtMs = Date.parse(c.aliveAt)
@@ -921,6 +1145,13 @@ class Supervisor extends EventEmitter {
         suspects: swept.suspects,
       })
     }
+  }
+
+  /** A previous record not acted on: said once, then overwritten by ours. */
+  #warnRecord(why) {
+    process.emitWarning(`procward: not taking over from ${this.#o.stateFile}: ${why}`, {
+      code: 'PROCWARD_STATE_FILE',
+    })
   }
 
   /** Keeps a dead predecessor's still-running child as ours (takeover 'adopt'). */
@@ -949,7 +1180,7 @@ class Supervisor extends EventEmitter {
       noop, // aborted: an unkillable orphan we stopped waiting for
     )
     if (!this.#go('adopt')) return
-    run.readyAt = Date.now()
+    run.readyAt = performance.now()
     this.#readyAt = nowIso()
     this.#settleLater(run)
     this.#emit('takeover', { pid: c.pid, identity: c.identity, action: 'adopted', result: null, suspects: [] })
@@ -1023,6 +1254,8 @@ class Supervisor extends EventEmitter {
   }
 
   #line(run, kind, line) {
+    // "\r\n" ends a line too (as readline reads it): the \r is not the line's.
+    if (line.endsWith('\r')) line = line.slice(0, -1)
     run.onLine?.(line)
     if (this.listenerCount(kind) > 0) this.#emit(kind, line)
     else (kind === 'stdout' ? process.stdout : process.stderr).write(`${line}\n`)
@@ -1046,7 +1279,7 @@ class Supervisor extends EventEmitter {
     let check
     switch (ready.kind) {
       case 'port':
-        check = portReady(ready.port, ready.host, signal)
+        check = portReady(run.child, ready.port, ready.host, signal)
         break
       case 'line':
         check = new Promise((resolve, reject) => {
@@ -1092,7 +1325,7 @@ class Supervisor extends EventEmitter {
 
   #becameReady(run) {
     if (!this.#go('ready')) return
-    run.readyAt = Date.now()
+    run.readyAt = performance.now()
     this.#readyAt = nowIso()
     this.#settleLater(run)
     this.#settle(undefined, null)
@@ -1120,42 +1353,53 @@ class Supervisor extends EventEmitter {
     if (run.exited) return
     run.exited = true
     run.ac.abort()
-    if (info !== null) {
-      this.#lastExit = info
-      this.#emit('exit', { ...info, expected: run.expected })
+    if (info !== null) this.#lastExit = info
+    let then = null
+    if (run === this.#run && !run.expected) {
+      this.#run = null
+      // The state moves on before 'exit' is heard: it is never `running`
+      // while no child runs, not even inside an 'exit' listener.
+      then = this.#decide(run, info, why, spawnError)
     }
-    if (run !== this.#run || run.expected) return
-    this.#run = null
-    this.#decide(run, info, why, spawnError)
+    if (info !== null) this.#emit('exit', { ...info, expected: run.expected })
+    then?.()
   }
 
-  /** After an exit we did not cause: restart, or end. */
+  /**
+   * After an exit we did not cause: restart, or end. Takes the transition
+   * now and returns what follows it ('restart' and the next spawn, or
+   * 'failed'/'stopped'), for after the 'exit' event.
+   */
   #decide(run, info, why, spawnError) {
+    // A child that exits before its ready check passed counts as a crash,
+    // whatever its code (unless by a signal sent through kill()).
+    const beforeReady = this.#o.ready !== null && run.readyAt === null && run.adopted === null
     let failure
     if (why === 'spawn' || run.readyFailure !== null) failure = true
     else if (info.signal !== null) failure = !run.sent.has(info.signal)
-    else failure = info.code !== 0 // null: an adopted orphan's unknown status
+    else failure = info.code !== 0 || beforeReady // null: an adopted orphan's unknown status
     const policy = this.#o.restart
     if (!(policy === 'always' || (policy === 'on-failure' && failure))) {
       if (failure) {
         const cause = run.readyFailure ?? spawnError
-        this.#end(
+        const what = cause ? cause.message : `${describeExit(info)}${beforeReady ? ' before it was ready' : ''}`
+        return this.#end(
           'fail',
-          supervisorError('ERR_SUPERVISOR_FAILED', `${this.#o.name} ${cause ? cause.message : describeExit(info)}`, {
+          supervisorError('ERR_SUPERVISOR_FAILED', `${this.#o.name} ${what}`, {
             cause,
             lastExit: info,
           }),
         )
-      } else {
-        this.#end('finish', null)
       }
-      return
+      return this.#end('finish', null)
     }
-    const now = Date.now()
+    // Monotonic: a wall clock stepped back or forward neither hides nor
+    // forgives restarts.
+    const now = performance.now()
     const { maxRestarts, windowMs } = this.#o.crashLoop
     this.#window = this.#window.filter((t) => now - t < windowMs)
     if (this.#window.length >= maxRestarts) {
-      this.#end(
+      return this.#end(
         'fail',
         supervisorError(
           'ERR_CRASH_LOOP',
@@ -1163,23 +1407,27 @@ class Supervisor extends EventEmitter {
           { cause: run.readyFailure ?? spawnError, lastExit: info },
         ),
       )
-      return
     }
     const b = this.#o.backoff
     if (run.readyAt !== null && now - run.readyAt >= b.resetAfterMs) this.#attempt = 0
     this.#attempt++
-    const delayMs = this.#attempt === 1 ? b.initialMs : Math.min(b.maxMs, b.stepMs * b.factor ** (this.#attempt - 2))
+    // stepMs 0 times a factor grown to Infinity would be NaN.
+    const grown = b.stepMs === 0 ? 0 : b.stepMs * b.factor ** (this.#attempt - 2)
+    const delayMs = this.#attempt === 1 ? b.initialMs : Math.min(b.maxMs, grown)
     this.#window.push(now)
     this.#restarts++
-    if (!this.#go('crash')) return
-    this.#emit('restart', { attempt: this.#attempt, delayMs, lastExit: info })
-    if (this.#state !== 'backoff') return // a listener stopped or restarted it
-    if (delayMs === 0) this.#retry()
-    else {
-      this.#timer = setTimeout(() => {
-        this.#timer = null
-        this.#retry()
-      }, delayMs)
+    if (!this.#go('crash')) return null
+    return () => {
+      if (this.#state !== 'backoff') return // an 'exit' listener stopped or restarted it
+      this.#emit('restart', { attempt: this.#attempt, delayMs, lastExit: info })
+      if (this.#state !== 'backoff') return // a 'restart' listener did
+      if (delayMs === 0) this.#retry()
+      else {
+        this.#timer = setTimeout(() => {
+          this.#timer = null
+          this.#retry()
+        }, delayMs)
+      }
     }
   }
 
@@ -1187,20 +1435,24 @@ class Supervisor extends EventEmitter {
     if (this.#go('retry')) this.#spawn()
   }
 
-  /** The policy ends it: 'fail' (err) or 'finish' (a clean exit). */
+  /**
+   * The policy ends it: 'fail' (err) or 'finish' (a clean exit). Takes the
+   * transition and settles the start() waiters now (a start() called from a
+   * listener afterwards is a new one); returns the emit of 'failed' or
+   * 'stopped', for the caller to run when its own events are out.
+   */
   #end(event, err) {
     this.#clearTimer()
-    if (!this.#go(event)) return
+    if (!this.#go(event)) return null
     this.#run = null
     this.#afterEnd()
     if (event === 'fail') {
       this.#settle(null, err)
-      this.#emit('failed', err)
-    } else {
-      const why = this.#lastExit ? describeExit(this.#lastExit) : 'ended'
-      this.#settle(null, supervisorError('ERR_SUPERVISOR_STOPPED', `${this.#o.name} ${why} and is not restarted`))
-      this.#emit('stopped', null)
+      return () => this.#emit('failed', err)
     }
+    const why = this.#lastExit ? describeExit(this.#lastExit) : 'ended'
+    this.#settle(null, supervisorError('ERR_SUPERVISOR_STOPPED', `${this.#o.name} ${why} and is not restarted`))
+    return () => this.#emit('stopped', null)
   }
 
   /** Stopped or failed: the last record written, then the lock released. */
@@ -1231,6 +1483,10 @@ class Supervisor extends EventEmitter {
   }
 
   async #stopFlow(opts) {
+    // Nothing before this await: with no child and no boot to wait for, the
+    // whole flow would otherwise run inside stop(), clear #stopping before
+    // stop() set it, and leave every later stop() returning this one.
+    await null
     let result = null
     let error = null
     try {
@@ -1252,8 +1508,14 @@ class Supervisor extends EventEmitter {
   /** A second stop() while stopping: pass on what it asks for more. */
   #escalate(opts) {
     const run = this.#run
-    if (run === null) return
     const kill = opts.signal === 'SIGKILL' || opts.signal === 9
+    if (run === null) {
+      // Still taking over: the predecessor's orphan gets it (a stop of the
+      // same target joins the one under way and escalates it).
+      const t = this.#takingOver
+      if (t !== null) stopSupervisedProcess(t.pid, { ...this.#o.stopDefaults, ...opts, ...t.target }).catch(noop)
+      return
+    }
     if (run.child !== null) {
       run.child.stop(opts).catch(noop)
       if (kill) run.child.kill('SIGKILL')
@@ -1340,6 +1602,7 @@ class Supervisor extends EventEmitter {
         const text = `${JSON.stringify(this.#record(), null, 2)}\n`
         try {
           await writeAtomic(this.#o.stateFile, text)
+          this.#retryMs = 0
         } catch (err) {
           if (!this.#warnedWrite) {
             this.#warnedWrite = true
@@ -1347,12 +1610,29 @@ class Supervisor extends EventEmitter {
               code: 'PROCWARD_STATE_FILE',
             })
           }
+          this.#retryLater()
         }
       }
     } finally {
       this.#writer = null
     }
   }
+
+  /**
+   * A write failed (ENOSPC, EACCES, EIO...): tried again later, 100 ms
+   * doubling to 30 s, so the record catches up once the disk has room —
+   * left stale, it would name a child long gone to a successor, and not
+   * the one running. The timer does not hold the process open.
+   */
+  #retryLater() {
+    if (this.#retryTimer !== null) return
+    this.#retryMs = Math.min(Math.max(this.#retryMs * 2, 100), 30_000)
+    this.#retryTimer = setTimeout(() => {
+      this.#retryTimer = null
+      this.#writeState()
+    }, this.#retryMs)
+    this.#retryTimer.unref()
+  }
 }
 
-module.exports = { Supervisor, readSupervisorState, TRANSITIONS }
+module.exports = { Supervisor, readSupervisorState, TRANSITIONS, untouchable, untrustedStat }

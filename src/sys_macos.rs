@@ -80,8 +80,13 @@ pub fn kill(pid: Pid, sig: Signal) -> io::Result<()> {
 
 /// `killpg(pgid, sig)`, under the same rules as on Linux (see `sys.rs`).
 pub fn killpg(pgid: Pid, sig: Signal) -> io::Result<()> {
+    // killpg(1, ..) is kill(-1, ..) in the C library: every process we may
+    // signal. Group 1 is init's, never one we stop.
+    if pgid.as_raw() == 1 {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
     // SAFETY: plain syscall; pgid is positive (a Pid), so pgid 0 ("our own
-    // group") cannot be named.
+    // group") cannot be named, and pgid 1 (every process) was refused above.
     cvt(unsafe { libc::killpg(pgid.as_raw(), sig.as_raw()) }).map(drop)
 }
 

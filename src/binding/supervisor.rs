@@ -5,10 +5,15 @@
 use napi::Result;
 use napi_derive::napi;
 
+use std::os::fd::AsFd;
+
 use crate::errors::{coded, io_err};
+use crate::pid::Signal;
 use crate::proc_info::{self, Identity};
 use crate::strays::{self, GroupRecord};
-use crate::to_pid;
+use crate::sys;
+use crate::wait::same_process;
+use crate::{check_identity, to_pid};
 
 #[napi(object)]
 pub struct NativeProcStat {
@@ -78,4 +83,38 @@ pub async fn sweep_strays(record: NativeGroupRecord, kill_timeout_ms: f64) -> Re
         killed: swept.killed,
         suspects: swept.suspects,
     })
+}
+
+/// Signals `pid` only if it is still the process `identity` names: pinned
+/// with a pidfd, checked through it, signalled through it, so a pid reused
+/// since the caller last looked is never hit (an adopted orphan is not our
+/// child: nothing holds its pid for us). false when it has exited or the
+/// pid now holds another process.
+#[napi]
+pub fn signal_identified(pid: f64, identity: String, signal: i32) -> Result<bool> {
+    let pid = to_pid(pid)?;
+    check_identity(Some(&identity))?;
+    let sig = Signal::from_raw(signal)
+        .ok_or_else(|| coded("ERR_OUT_OF_RANGE", format!("bad signal number {signal}")))?;
+    let pidfd = match sys::pidfd_open(pid) {
+        Ok(fd) => fd,
+        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(false),
+        Err(e) => return Err(io_err(&e, "pidfd_open")),
+    };
+    match proc_info::stat_and_identity_of_pidfd(pid, &pidfd) {
+        Ok(Some((st, current))) if st.state.is_running() && same_process(&current, &identity) => {}
+        Ok(_) => return Ok(false),
+        Err(proc_info::InfoError::Hidden) => {
+            return Err(io_err(
+                &std::io::Error::from_raw_os_error(libc::EACCES),
+                "kill",
+            ))
+        }
+        Err(proc_info::InfoError::Io(e)) => return Err(io_err(&e, "kill")),
+    }
+    match sys::pidfd_send_signal(pidfd.as_fd(), sig) {
+        Ok(()) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(false),
+        Err(e) => Err(io_err(&e, "kill")),
+    }
 }

@@ -127,6 +127,10 @@ fn einval(msg: &str) -> io::Error {
 }
 
 fn group_leader_check(pid: Pid, pgid: i32) -> io::Result<()> {
+    if pid.as_raw() == 1 {
+        // killpg(1) is kill(-1): every process we may signal.
+        return Err(einval("refusing to signal the group of pid 1 (init)"));
+    }
     if pgid != pid.as_raw() {
         return Err(einval(
             "group: true needs a process that leads its own process group",
