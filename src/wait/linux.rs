@@ -17,63 +17,17 @@
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::OnceLock;
 
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 use tokio::sync::watch;
 
+use super::budget::Slot;
 use super::{decode_wait_status, poll_wait, same_process, Exited};
 use crate::exit_watch::{self, ExitStatus};
 use crate::pid::Pid;
 use crate::proc_info::{self, InfoError, ProcState};
 use crate::sys;
-
-/// Pidfds held by waits now, across the process.
-static HELD: AtomicUsize = AtomicUsize::new(0);
-
-/// How many pidfds waits may hold at once: half the soft `RLIMIT_NOFILE`
-/// (at least 16). Thousands of waits must not fill the fd table and leave
-/// the application's own `open` and `accept` failing with EMFILE; beyond
-/// the budget a wait polls liveness instead (and sees no status).
-fn budget() -> usize {
-    static BUDGET: OnceLock<usize> = OnceLock::new();
-    *BUDGET.get_or_init(|| {
-        let mut rl = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit fills the struct we own.
-        let ok = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } == 0;
-        let soft = if ok && rl.rlim_cur != libc::RLIM_INFINITY {
-            usize::try_from(rl.rlim_cur).unwrap_or(usize::MAX)
-        } else {
-            1 << 20
-        };
-        (soft / 2).max(16)
-    })
-}
-
-/// One unit of the budget, returned when the wait ends (or is cancelled).
-struct Slot;
-
-impl Slot {
-    fn take() -> Option<Slot> {
-        let limit = budget();
-        HELD.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-            (n < limit).then_some(n + 1)
-        })
-        .ok()
-        .map(|_| Slot)
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        HELD.fetch_sub(1, Ordering::AcqRel);
-    }
-}
 
 /// Must run inside a tokio runtime (the pidfd joins its reactor).
 pub async fn wait_for_exit(

@@ -1,7 +1,8 @@
 //! `waitForExit`: an exit event for a process that is not our child.
 //!
 //! It is not ours, so it is never reaped here (its parent does that): no
-//! `waitid`, ever. The exit is seen through a pidfd, which turns readable
+//! `waitid`, ever. On macOS a kqueue `NOTE_EXIT` tells of the exit
+//! (`macos.rs`). On Linux the exit is seen through a pidfd, which turns readable
 //! once the process has exited — a zombie counts — and pins the process, so
 //! a pid recycled meanwhile is never mistaken for it. Where no pidfd can be
 //! had (kernel < 5.3, a full fd table, the forced fallback), liveness is
@@ -11,11 +12,17 @@
 //! Cancelling (an aborted signal in JS) drops the wait's future, and with it
 //! the pidfd and its reactor registration: nothing is left behind.
 
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+mod budget;
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
 pub use linux::wait_for_exit;
-#[cfg(not(target_os = "linux"))]
+#[cfg(target_os = "macos")]
+mod macos;
+#[cfg(target_os = "macos")]
+pub use macos::wait_for_exit;
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
 pub use poll_wait as wait_for_exit;
 
 use std::io;
