@@ -45,7 +45,7 @@ pub fn start(
                     .await
                     .ok()
                     .flatten();
-                watched.finish(seen, None, on_exit);
+                watched.finish_async(seen, None, on_exit).await;
                 return;
             }
         };
@@ -72,7 +72,9 @@ pub fn start(
                 return; // the loop settled it
             }
         }
-        watched.finish(seen, Some(afd.get_ref().as_fd()), on_exit);
+        watched
+            .finish_async(seen, Some(afd.get_ref().as_fd()), on_exit)
+            .await;
     });
     Ok(())
 }

@@ -41,6 +41,10 @@ struct ChildArgs {
     /// Fd to put at 0, 1, 2; -1 keeps the parent's (inherit).
     stdio: [c_int; 3],
     process_group: bool,
+    new_session: bool,
+    /// `cgroup.procs` of the child's cgroup, to write "0" (itself) into;
+    /// -1: none, or clone3 already placed it there.
+    cgroup_procs: c_int,
     death_signal: c_int,
     /// The notify pipe's write end and its fd number in the child; -1: none.
     notify: [c_int; 2],
@@ -93,7 +97,21 @@ extern "C" fn child_main(raw: *mut c_void) -> c_int {
         };
     }
 
-    if args.process_group {
+    // Into the cgroup first, before anything of the command can run (it
+    // never does before execve anyway). "0" names the writer itself.
+    if args.cgroup_procs >= 0 {
+        // SAFETY: writes one byte from a static buffer to an fd we inherited.
+        if unsafe { libc::write(args.cgroup_procs, b"0".as_ptr().cast(), 1) } != 1 {
+            child_fail(args, Stage::Cgroup);
+        }
+    }
+
+    if args.new_session {
+        // SAFETY: plain syscall on ourselves.
+        if unsafe { libc::setsid() } < 0 {
+            child_fail(args, Stage::Setsid);
+        }
+    } else if args.process_group {
         // SAFETY: plain syscall on ourselves.
         if unsafe { libc::setpgid(0, 0) } != 0 {
             child_fail(args, Stage::Setpgid);
@@ -310,6 +328,8 @@ pub fn clone_exec(
         cwd: prep.cwd.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
         stdio: [0, 1, 2].map(|i| prep.child_stdio[i].raw()),
         process_group: prep.process_group,
+        new_session: prep.new_session,
+        cgroup_procs: prep.cgroup.as_ref().map_or(-1, |c| c.procs.as_raw_fd()),
         death_signal: prep.death_signal.map_or(0, |s| s.as_raw()),
         notify: prep
             .notify
