@@ -546,7 +546,10 @@ pub fn spawn_supervised(
         Ok(c) => c,
         Err(e) => {
             if let Some(cg) = &contained {
-                let _ = cg.remove();
+                // The child failed before exec and was reaped: it is empty.
+                if cg.remove().is_err() {
+                    cgroup::remove_when_empty(cg.clone());
+                }
             }
             return Err(spawn_err(e));
         }
@@ -608,8 +611,11 @@ pub fn spawn_supervised(
         Err(e) => {
             // No watcher could be started: take the child down again so that
             // nothing is left behind, and say why.
-            let _ = sys::kill(pid, Signal::KILL);
+            let _ = watched.kill_all(true);
             let _ = sys::waitid_pid(pid, libc::WEXITED);
+            if let Some(cg) = watched.contained_cgroup() {
+                cgroup::remove_when_empty(cg);
+            }
             Err(e)
         }
     }

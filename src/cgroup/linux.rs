@@ -294,8 +294,13 @@ pub struct Cgroup {
     path: PathBuf,
     id: u64,
     /// The directory (for `clone3`'s `CLONE_INTO_CGROUP`, and to reach its
-    /// files without resolving the path again).
-    dir: OwnedFd,
+    /// files without resolving the path again); closed once it is removed,
+    /// so a handle JS keeps around holds no fd.
+    dir: std::sync::Mutex<Option<OwnedFd>>,
+}
+
+fn gone() -> io::Error {
+    io::Error::from_raw_os_error(libc::ENOENT)
 }
 
 fn open_at(dir: BorrowedFd<'_>, name: &std::ffi::CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
@@ -348,11 +353,24 @@ impl Cgroup {
                 return Err(CgroupError::Io(e, "fstat", made));
             }
         };
-        Ok(Cgroup {
-            path: made,
+        Ok(Cgroup::with(made, id, dir))
+    }
+
+    fn with(path: PathBuf, id: u64, dir: OwnedFd) -> Cgroup {
+        Cgroup {
+            path,
             id,
-            dir,
-        })
+            dir: std::sync::Mutex::new(Some(dir)),
+        }
+    }
+
+    /// Runs `f` on the open directory; ENOENT once it was removed.
+    fn at<T>(&self, f: impl FnOnce(BorrowedFd<'_>) -> io::Result<T>) -> io::Result<T> {
+        let dir = self.dir.lock().unwrap_or_else(|e| e.into_inner());
+        match dir.as_ref() {
+            Some(d) => f(d.as_fd()),
+            None => Err(gone()),
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -363,39 +381,42 @@ impl Cgroup {
         self.id
     }
 
-    pub fn dir(&self) -> BorrowedFd<'_> {
-        self.dir.as_fd()
-    }
-
     /// `cgroup.procs`, opened for the pre-exec child to write itself in.
     pub fn open_procs(&self) -> io::Result<OwnedFd> {
-        open_at(self.dir(), c"cgroup.procs", libc::O_WRONLY)
+        self.at(|d| open_at(d, c"cgroup.procs", libc::O_WRONLY))
     }
 
     /// Kills every process in the cgroup and below, at once (the kernel
     /// walks it; a process forking meanwhile cannot escape). ENOENT/ENODEV:
     /// it was removed already.
     pub fn kill(&self) -> io::Result<()> {
-        kill_dir(self.dir())
+        self.at(kill_dir)
     }
 
     pub fn populated(&self) -> io::Result<bool> {
-        let text = read_at(self.dir(), c"cgroup.events")?;
+        let text = self.at(|d| read_at(d, c"cgroup.events"))?;
         parse::populated(&text).ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))
     }
 
-    /// Removes the (empty) cgroup. ENOENT: gone already.
+    /// Removes the (empty) cgroup, and closes our fd of it. ENOENT: gone
+    /// already (and closed).
     pub fn remove(&self) -> io::Result<()> {
-        match std::fs::remove_dir(&self.path) {
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
-            r => r,
+        let mut dir = self.dir.lock().unwrap_or_else(|e| e.into_inner());
+        if dir.is_none() {
+            return Ok(());
         }
+        match std::fs::remove_dir(&self.path) {
+            Err(e) if e.raw_os_error() != Some(libc::ENOENT) => return Err(e),
+            _ => {}
+        }
+        *dir = None;
+        Ok(())
     }
 
     /// CPU time from `cpu.stat` (every v2 cgroup has it), memory and pids
     /// where those controllers are enabled for it (else None).
     pub fn usage(&self) -> Usage {
-        let read = |name| read_at(self.dir(), name).ok();
+        let read = |name| self.at(|d| read_at(d, name)).ok();
         Usage {
             cpu_usec: read(c"cpu.stat").and_then(|t| parse::cpu_usage_usec(&t)),
             memory_bytes: read(c"memory.current").and_then(|t| parse::single_u64(&t)),
@@ -483,12 +504,12 @@ pub async fn wait_empty(cg: &Cgroup, deadline: Option<tokio::time::Instant>) -> 
 }
 
 async fn wait_empty_elsewhere(cg: &Cgroup, deadline: Option<tokio::time::Instant>) -> bool {
-    let Ok(dir) = cg.dir.try_clone() else {
+    let Ok(dir) = cg.at(|d| d.try_clone_to_owned()) else {
         return !cg.populated().unwrap_or(false);
     };
     let path = cg.path.clone();
     let timeout = deadline.map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
-    let copy = Cgroup { path, id: cg.id, dir };
+    let copy = Cgroup::with(path, cg.id, dir);
     tokio::task::spawn_blocking(move || wait_empty_blocking(&copy, timeout))
         .await
         .unwrap_or(false)
@@ -554,10 +575,7 @@ pub fn remove_when_empty(cg: std::sync::Arc<Cgroup>) {
 pub async fn kill_recorded(path: &Path, id: u64, bound: Duration) -> Result<bool, CgroupError> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     if !path.is_absolute() || !parse::is_child_name(name) {
-        return Err(CgroupError::BadParent(format!(
-            "{} is not a cgroup procward created",
-            path.display()
-        )));
+        return Ok(false);
     }
     let c = cpath(path).map_err(|e| CgroupError::Io(e, "open", path.into()))?;
     // SAFETY: open of a NUL-terminated path we own.
@@ -575,11 +593,7 @@ pub async fn kill_recorded(path: &Path, id: u64, bound: Duration) -> Result<bool
     if !same || !is_cgroup2(path).unwrap_or(false) {
         return Ok(false);
     }
-    let cg = Cgroup {
-        path: path.to_path_buf(),
-        id,
-        dir,
-    };
+    let cg = Cgroup::with(path.to_path_buf(), id, dir);
     match cg.kill() {
         Ok(()) => {}
         Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENODEV)) => {
@@ -615,8 +629,9 @@ pub fn contain(parent: Option<&Path>, guarded: bool) -> Result<std::sync::Arc<Cg
 impl Cgroup {
     /// What spawn needs to start a child inside (see `spawn::IntoCgroup`).
     pub fn into_spawn(&self) -> io::Result<crate::spawn::IntoCgroup> {
+        let dir = self.at(|d| Ok(d.as_raw_fd()))?;
         Ok(crate::spawn::IntoCgroup {
-            dir: self.dir.as_raw_fd(),
+            dir,
             procs: std::sync::Arc::new(self.open_procs()?),
         })
     }

@@ -320,6 +320,11 @@ impl Watched {
         (self.lock().state == State::Running).then_some(&*c.cgroup)
     }
 
+    /// The cgroup itself, for as long as this handle lives.
+    pub fn contained_cgroup(&self) -> Option<Arc<Cgroup>> {
+        self.contained.as_ref().map(|c| c.cgroup.clone())
+    }
+
     /// The cgroup's path and id, for as long as this handle lives (what a
     /// state file records).
     pub fn cgroup_record(&self) -> Option<(std::path::PathBuf, u64)> {
