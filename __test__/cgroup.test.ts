@@ -34,6 +34,16 @@ function members(cgroup: string): number[] {
   return readFileSync(join(cgroup, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).map(Number)
 }
 
+/** A process's group id, from /proc (0 once it is gone). */
+function pgidOf(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1')
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2])
+  } catch {
+    return 0
+  }
+}
+
 /** This process's child cgroups under the default parent. */
 function ourCgroups(): string[] {
   if (!support.parent || !existsSync(support.parent)) return []
@@ -104,10 +114,6 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
     const cgroup = p.cgroup as string
     expect(cgroup).toMatch(new RegExp(`^${support.parent}/${process.pid}-\\d+-\\d+$`))
     expect(await firstLineOf(p)).toBe('ready')
-    const pgidOf = (pid: number) => {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'latin1')
-      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2])
-    }
     // Both left the leader's group (once their setsid ran): a group sweep
     // alone would miss them.
     let pids: number[] = []
@@ -136,13 +142,23 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
     // Leader and member both ignore SIGTERM; the member is in its own session.
     const p = sup(
       'sh',
-      ['-c', `trap '' TERM; setsid sh -c "trap '' TERM; while :; do sleep 1; done" & echo ready; while :; do sleep 1; done`],
+      [
+        '-c',
+        `trap '' TERM; setsid sh -c "trap '' TERM; while :; do sleep 1; done" & echo ready; while :; do sleep 1; done`,
+      ],
       { cgroup: true, stdio: ['ignore', 'pipe', 'inherit'] },
     )
     const cgroup = p.cgroup as string
     expect(await firstLineOf(p)).toBe('ready')
     let pids: number[] = []
-    await waitFor(() => (pids = members(cgroup)).length >= 2, 5000, 'the member in the cgroup')
+    await waitFor(
+      () => {
+        pids = members(cgroup)
+        return pids.some((pid) => pid !== p.pid && pgidOf(pid) !== p.pid)
+      },
+      5000,
+      'the member out of the group, in the cgroup',
+    )
     const r = await p.stop({ graceMs: 200, killTimeoutMs: 3000 })
     expect(r.outcome).toBe('killed')
     expect(r.signals).toEqual(['SIGTERM', 'SIGKILL'])
@@ -211,7 +227,14 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
     expect(cg.path).toMatch(/\/d\d+-\d+-\d+$/)
     expect(cg.id).toBe(Number(spawnSync('stat', ['-c', '%i', cg.path], { encoding: 'utf8' }).stdout.trim()))
     let pids: number[] = []
-    await waitFor(() => (pids = members(cg.path)).length >= 3, 5000, 'three processes in the cgroup')
+    await waitFor(
+      () => {
+        pids = members(cg.path)
+        return pids.length >= 3
+      },
+      5000,
+      'three processes in the cgroup',
+    )
     first.kill('SIGKILL')
     await new Promise((r) => first.once('exit', r))
     await sleep(100)
@@ -325,7 +348,14 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
       const cgroup = p.cgroup as string
       expect(await firstLineOf(p)).toBe('ready')
       let pids: number[] = []
-      await waitFor(() => (pids = members(cgroup)).length >= 2, 5000, 'the member in the cgroup')
+      await waitFor(
+        () => {
+          pids = members(cgroup)
+          return pids.length >= 2
+        },
+        5000,
+        'the member in the cgroup',
+      )
       const member = pids.find((pid) => pid !== p.pid) as number
       writeFileSync(`${freezer}/cgroup.procs`, String(member))
       writeFileSync(`${freezer}/freezer.state`, 'FROZEN')

@@ -231,9 +231,7 @@ fn spawn_err(err: SpawnError) -> napi::Error {
                 | Stage::Setgid
                 | Stage::Setuid
                 | Stage::Cgroup
-                | Stage::Setsid => {
-                    "setup"
-                }
+                | Stage::Setsid => "setup",
                 Stage::Resolve | Stage::Stdio | Stage::Clone | Stage::Execve | Stage::Spawner => {
                     "spawn"
                 }

@@ -237,9 +237,11 @@ fn enable_controllers(parent: &Path) {
     let Ok(offered) = std::fs::read_to_string(parent.join("cgroup.controllers")) else {
         return;
     };
-    let enabled = std::fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
+    let enabled =
+        std::fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
     for c in ["memory", "pids"] {
-        if offered.split_whitespace().any(|o| o == c) && !enabled.split_whitespace().any(|o| o == c) {
+        if offered.split_whitespace().any(|o| o == c) && !enabled.split_whitespace().any(|o| o == c)
+        {
             let _ = std::fs::write(parent.join("cgroup.subtree_control"), format!("+{c}"));
         }
     }
@@ -254,9 +256,8 @@ fn explicit_parent(parent: &Path) -> Result<PathBuf, CgroupError> {
             parent.display().to_string()
         )));
     }
-    let meta = std::fs::metadata(parent).map_err(|e| {
-        CgroupError::BadParent(format!("cgroup.parent {}: {e}", parent.display()))
-    })?;
+    let meta = std::fs::metadata(parent)
+        .map_err(|e| CgroupError::BadParent(format!("cgroup.parent {}: {e}", parent.display())))?;
     if !meta.is_dir() || !is_cgroup2(parent).unwrap_or(false) {
         return Err(CgroupError::BadParent(format!(
             "cgroup.parent {} is not a directory of a cgroup v2 hierarchy",
@@ -338,7 +339,12 @@ impl Cgroup {
         };
         let c = cpath(&made).map_err(|e| CgroupError::Io(e, "open", made.clone()))?;
         // SAFETY: open of a NUL-terminated path we own.
-        let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+        let fd = unsafe {
+            libc::open(
+                c.as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            )
+        };
         if fd < 0 {
             let e = io::Error::last_os_error();
             let _ = std::fs::remove_dir(&made);
@@ -579,7 +585,12 @@ pub async fn kill_recorded(path: &Path, id: u64, bound: Duration) -> Result<bool
     }
     let c = cpath(path).map_err(|e| CgroupError::Io(e, "open", path.into()))?;
     // SAFETY: open of a NUL-terminated path we own.
-    let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
     if fd < 0 {
         let e = io::Error::last_os_error();
         return match e.raw_os_error() {
@@ -613,7 +624,10 @@ pub async fn kill_recorded(path: &Path, id: u64, bound: Duration) -> Result<bool
 /// A fresh cgroup for a child about to be spawned: under `parent` (or the
 /// default), named for the guardian when `guarded`, and that guardian told
 /// of the parent first. Nothing is left behind on failure.
-pub fn contain(parent: Option<&Path>, guarded: bool) -> Result<std::sync::Arc<Cgroup>, CgroupError> {
+pub fn contain(
+    parent: Option<&Path>,
+    guarded: bool,
+) -> Result<std::sync::Arc<Cgroup>, CgroupError> {
     let parent = resolve_parent(parent)?;
     if guarded {
         let (pid, tick) = owner();

@@ -30,7 +30,9 @@ fn unescape(field: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
         {
             out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
             i += 4;
@@ -203,7 +205,10 @@ mod tests {
         assert_eq!(p, PathBuf::from("/sys/fs/cgroup/unified/a/b"));
         // Only the bind mount of /sub: /subway is not below it.
         let sub = &m[1..];
-        assert_eq!(fs_path(sub, "/sub/x").unwrap().0, PathBuf::from("/mnt/my cg/x"));
+        assert_eq!(
+            fs_path(sub, "/sub/x").unwrap().0,
+            PathBuf::from("/mnt/my cg/x")
+        );
         assert_eq!(fs_path(sub, "/sub").unwrap().0, PathBuf::from("/mnt/my cg"));
         assert!(fs_path(sub, "/subway").is_none());
         assert!(fs_path(&[], "/").is_none());
@@ -246,7 +251,9 @@ mod tests {
         assert_eq!(d, "d1234-98765-7");
         assert!(!d.starts_with(&guarded_prefix(1234, 98765)));
         assert!(is_child_name(&n) && is_child_name(&d));
-        for bad in ["", "procward", "1-2", "1-2-3-4", "x1-2-3", "1--3", "dd1-2-3", "1-2-3 "] {
+        for bad in [
+            "", "procward", "1-2", "1-2-3-4", "x1-2-3", "1--3", "dd1-2-3", "1-2-3 ",
+        ] {
             assert!(!is_child_name(bad), "{bad:?}");
         }
     }

@@ -388,7 +388,11 @@ impl Watched {
     /// Settles a child whose exit was seen (`seen`), from a thread that may
     /// block (the fallback waiter). A contained child's cgroup is killed and
     /// waited for (at most its bound) before the reap.
-    fn settle_blocking(&self, seen: Option<WaitStatus>, pidfd: Option<BorrowedFd<'_>>) -> ExitStatus {
+    fn settle_blocking(
+        &self,
+        seen: Option<WaitStatus>,
+        pidfd: Option<BorrowedFd<'_>>,
+    ) -> ExitStatus {
         let Some(c) = self.contained.as_ref().filter(|_| seen.is_some()) else {
             return self.settle(seen, pidfd);
         };
@@ -404,7 +408,11 @@ impl Watched {
 
     /// The same on procward's runtime: the wait for `populated 0` is an
     /// inotify readiness, never a blocked thread.
-    async fn settle_async(&self, seen: Option<WaitStatus>, pidfd: Option<BorrowedFd<'_>>) -> ExitStatus {
+    async fn settle_async(
+        &self,
+        seen: Option<WaitStatus>,
+        pidfd: Option<BorrowedFd<'_>>,
+    ) -> ExitStatus {
         let Some(c) = self.contained.as_ref().filter(|_| seen.is_some()) else {
             return self.settle(seen, pidfd);
         };
