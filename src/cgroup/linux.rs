@@ -430,18 +430,28 @@ impl Cgroup {
         }
     }
 
-    /// An inotify fd watching `cgroup.events` (modified whenever
-    /// `populated` or `frozen` changes). Set up before the state is read, so
-    /// no change between the read and the wait is missed.
-    pub fn events_watch(&self) -> io::Result<OwnedFd> {
-        // SAFETY: inotify_init1 takes flags and returns a new fd or -1.
-        let fd = cvt(unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) })?;
-        // SAFETY: the kernel just gave us this fd.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let events = cpath(&self.path.join("cgroup.events"))?;
-        // SAFETY: a NUL-terminated path and an fd we own.
-        cvt(unsafe { libc::inotify_add_watch(fd.as_raw_fd(), events.as_ptr(), libc::IN_MODIFY) })?;
-        Ok(fd)
+    /// `cgroup.events`, open for polling: the kernel wakes its pollers
+    /// (POLLPRI) whenever `populated` or `frozen` changes. Opened before the
+    /// state is read, so no change between the read and the wait is missed.
+    ///
+    /// Why not inotify: closing an inotify instance waits for an SRCU grace
+    /// period (about 15 ms measured here), which would stall the runtime
+    /// thread on every contained exit; poll wakes at once, and closing a
+    /// cgroup file costs nothing. The kernel rate-limits these notifications
+    /// to one per 10 ms per file, so an exit that comes within 10 ms of the
+    /// cgroup's first process may be told that much later.
+    pub fn events_file(&self) -> io::Result<OwnedFd> {
+        self.at(|d| open_at(d, c"cgroup.events", libc::O_RDONLY))
+    }
+}
+
+/// `populated` from an open `cgroup.events` (read from its start; a read
+/// also re-arms the poll). An error counts as empty: the cgroup is gone.
+fn populated_now(events: BorrowedFd<'_>) -> bool {
+    let mut buf = [0u8; 128];
+    match crate::sys::pread0(events, &mut buf) {
+        Ok(n) => parse::populated(&String::from_utf8_lossy(&buf[..n])).unwrap_or(false),
+        Err(_) => false,
     }
 }
 
@@ -455,44 +465,40 @@ fn kill_dir(dir: BorrowedFd<'_>) -> io::Result<()> {
     Ok(())
 }
 
-/// Empties the inotify fd's queue (non-blocking).
-fn drain(fd: BorrowedFd<'_>) {
-    let mut buf = [0u8; 1024];
-    loop {
-        // SAFETY: reads into a buffer we own from an fd we hold.
-        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        if n <= 0 {
-            return;
-        }
-    }
-}
-
 /// Waits (async, on procward's runtime) until the cgroup is empty, or until
 /// `deadline` (None: no bound). True when empty. An error reading the state
 /// (the cgroup removed behind our back) counts as empty.
 pub async fn wait_empty(cg: &Cgroup, deadline: Option<tokio::time::Instant>) -> bool {
     use tokio::io::unix::AsyncFd;
     use tokio::io::Interest;
-    let watch = match cg.events_watch() {
-        Ok(w) => w,
-        // No inotify instance left (the per-user limit, EMFILE): fall back
-        // to the blocking wait on a worker thread, still event-driven.
-        Err(_) => return wait_empty_elsewhere(cg, deadline).await,
+    let Ok(events) = cg.events_file() else {
+        return true;
     };
+    // Usually empty already (the leader alone, or members that died with
+    // the kill before we look): no registration at all then.
+    if !populated_now(events.as_fd()) {
+        return true;
+    }
     // SAFETY: the OwnedFd moves into the AsyncFd and stays open (same fd)
     // until the AsyncFd is dropped.
-    let afd = match unsafe { AsyncFd::register_with_interest(watch, Interest::READABLE) } {
+    let afd = match unsafe { AsyncFd::register_with_interest(events, Interest::PRIORITY) } {
         Ok(a) => a,
-        Err(_) => return wait_empty_elsewhere(cg, deadline).await,
+        Err(e) => {
+            // The runtime's epoll refused it: a blocking wait on a worker.
+            let events = e.into_parts().0;
+            let timeout = deadline.map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
+            return tokio::task::spawn_blocking(move || poll_empty(events.as_fd(), timeout))
+                .await
+                .unwrap_or(false);
+        }
     };
     loop {
-        if !cg.populated().unwrap_or(false) {
+        if !populated_now(afd.get_ref().as_fd()) {
             return true;
         }
         let ready = async {
-            match afd.readable().await {
+            match afd.ready(Interest::PRIORITY).await {
                 Ok(mut g) => {
-                    drain(afd.get_ref().as_fd());
                     g.clear_ready();
                     true
                 }
@@ -504,29 +510,23 @@ pub async fn wait_empty(cg: &Cgroup, deadline: Option<tokio::time::Instant>) -> 
             None => ready.await,
         };
         if !woke {
-            return !cg.populated().unwrap_or(false);
+            return !populated_now(afd.get_ref().as_fd());
         }
     }
 }
 
-async fn wait_empty_elsewhere(cg: &Cgroup, deadline: Option<tokio::time::Instant>) -> bool {
-    let Ok(dir) = cg.at(|d| d.try_clone_to_owned()) else {
-        return !cg.populated().unwrap_or(false);
-    };
-    let path = cg.path.clone();
-    let timeout = deadline.map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
-    let copy = Cgroup::with(path, cg.id, dir);
-    tokio::task::spawn_blocking(move || wait_empty_blocking(&copy, timeout))
-        .await
-        .unwrap_or(false)
-}
-
 /// The same wait, blocking this (non-JS) thread in `poll`.
 pub fn wait_empty_blocking(cg: &Cgroup, timeout: Option<Duration>) -> bool {
+    match cg.events_file() {
+        Ok(events) => poll_empty(events.as_fd(), timeout),
+        Err(_) => true,
+    }
+}
+
+fn poll_empty(events: BorrowedFd<'_>, timeout: Option<Duration>) -> bool {
     let start = std::time::Instant::now();
-    let watch = cg.events_watch().ok();
     loop {
-        if !cg.populated().unwrap_or(false) {
+        if !populated_now(events) {
             return true;
         }
         let left = match timeout {
@@ -536,22 +536,13 @@ pub fn wait_empty_blocking(cg: &Cgroup, timeout: Option<Duration>) -> bool {
             },
             None => -1,
         };
-        let Some(w) = watch.as_ref() else {
-            // No inotify at all: nothing to wait on but time. Rare enough
-            // (no fd left) that a coarse re-check is acceptable.
-            std::thread::sleep(Duration::from_millis(left.clamp(0, 50) as u64));
-            continue;
-        };
         let mut pfd = libc::pollfd {
-            fd: w.as_raw_fd(),
-            events: libc::POLLIN,
+            fd: events.as_raw_fd(),
+            events: libc::POLLPRI,
             revents: 0,
         };
         // SAFETY: polls one pollfd we own.
-        let rc = unsafe { libc::poll(&mut pfd, 1, left) };
-        if rc > 0 {
-            drain(w.as_fd());
-        }
+        unsafe { libc::poll(&mut pfd, 1, left) };
     }
 }
 

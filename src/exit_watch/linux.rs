@@ -64,7 +64,9 @@ pub fn start(
                 Err(_) => break None,
             }
         };
-        if let Some(delay) = defer {
+        // (A zero delay, for a contained child, skips the timer: tokio's
+        // has millisecond ticks.)
+        if let Some(delay) = defer.filter(|d| !d.is_zero()) {
             if watched.exit_status().is_none() {
                 tokio::time::sleep(delay).await;
             }

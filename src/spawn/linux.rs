@@ -312,6 +312,18 @@ impl Drop for KeepDumpable {
     }
 }
 
+/// Set once clone3 or its CLONE_INTO_CGROUP was refused: not asked again.
+static NO_CLONE3: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `PROCWARD_NO_CLONE3=1` (read once) forces the `cgroup.procs` path, so
+/// the tests can prove it where clone3 works.
+fn use_clone3() -> bool {
+    static FORCED_OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    super::clone3::supported()
+        && !NO_CLONE3.load(Ordering::Relaxed)
+        && !*FORCED_OFF.get_or_init(|| std::env::var_os("PROCWARD_NO_CLONE3").is_some())
+}
+
 /// Runs on the spawner thread (signals blocked). `stack` is that thread's
 /// reusable child stack.
 pub fn clone_exec(
@@ -321,7 +333,7 @@ pub fn clone_exec(
 ) -> Result<RawChild, SpawnError> {
     let argv = null_terminated(&prep.argv);
     let envp = null_terminated(&prep.envp);
-    let args = ChildArgs {
+    let mut args = ChildArgs {
         path: prep.path.as_ptr(),
         argv: argv.as_ptr(),
         envp: envp.as_ptr(),
@@ -352,21 +364,64 @@ pub fn clone_exec(
     if want_pidfd {
         flags |= libc::CLONE_PIDFD;
     }
-    // SAFETY: child_main only makes async-signal-safe calls on `args`, which
-    // outlives the child's use of it (CLONE_VFORK suspends us until exec or
-    // exit); the stack is ours and unused by anyone else meanwhile; with
-    // CLONE_PIDFD the kernel writes the pidfd into `pidfd`.
-    let ret = unsafe {
-        libc::clone(
-            child_main,
-            top as *mut c_void,
-            flags,
-            &args as *const ChildArgs as *mut c_void,
-            &mut pidfd as *mut c_int,
-        )
-    };
+    // Born in its cgroup where clone3 can do it; otherwise the child writes
+    // itself into cgroup.procs before anything else (see child_main).
+    let mut ret = -1;
+    if let Some(into) = prep.cgroup.as_ref().filter(|_| use_clone3()) {
+        args.cgroup_procs = -1;
+        // SAFETY: as for clone below; the cgroup directory fd stays open
+        // until this returns (the caller holds the cgroup).
+        let res = unsafe {
+            super::clone3::clone_into(
+                child_main,
+                &args as *const ChildArgs as *mut c_void,
+                stack,
+                into.dir,
+                want_pidfd,
+                &mut pidfd,
+            )
+        };
+        match res {
+            Ok(pid) => ret = pid,
+            Err(e) => match e.raw_os_error() {
+                // Resource limits: the caller's retry (without a pidfd) or
+                // error, as for clone.
+                Some(libc::EMFILE | libc::ENFILE | libc::EAGAIN | libc::ENOMEM) => {
+                    return Err(SpawnError::os(e, Stage::Clone));
+                }
+                // No clone3 (before 5.3, or refused by a seccomp profile)
+                // or no CLONE_INTO_CGROUP (before 5.7): remembered. Anything
+                // else (the cgroup itself) is told by the portable path below.
+                errno => {
+                    if matches!(
+                        errno,
+                        Some(libc::ENOSYS | libc::EPERM | libc::E2BIG | libc::EINVAL)
+                    ) {
+                        NO_CLONE3.store(true, Ordering::Relaxed);
+                    }
+                    args.cgroup_procs = into.procs.as_raw_fd();
+                }
+            },
+        }
+    }
     if ret == -1 {
-        return Err(SpawnError::os(io::Error::last_os_error(), Stage::Clone));
+        // SAFETY: child_main only makes async-signal-safe calls on `args`,
+        // which outlives the child's use of it (CLONE_VFORK suspends us
+        // until exec or exit); the stack is ours and unused by anyone else
+        // meanwhile; with CLONE_PIDFD the kernel writes the pidfd into
+        // `pidfd`.
+        ret = unsafe {
+            libc::clone(
+                child_main,
+                top as *mut c_void,
+                flags,
+                &args as *const ChildArgs as *mut c_void,
+                &mut pidfd as *mut c_int,
+            )
+        };
+        if ret == -1 {
+            return Err(SpawnError::os(io::Error::last_os_error(), Stage::Clone));
+        }
     }
     let pid = Pid::from_raw(ret)
         .map_err(|_| SpawnError::os(io::Error::from_raw_os_error(libc::EINVAL), Stage::Clone))?;

@@ -17,6 +17,8 @@
 //! otherwise hold the JS thread in `open` until one comes).
 
 #[cfg(target_os = "linux")]
+mod clone3;
+#[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
 use linux as os;
