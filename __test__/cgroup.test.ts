@@ -138,6 +138,16 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
     expect(p.resourceUsage().cpuUsec).toEqual(expect.any(Number))
   })
 
+  it('control: without cgroup the same tree escapes the group sweep (what the test above would see)', async () => {
+    const p = sup('sh', ['-c', 'setsid sleep 1000 & echo $!; read x || true'], { stdio: ['pipe', 'pipe', 'inherit'] })
+    const stray = Number(await firstLineOf(p))
+    others.track(stray)
+    await waitFor(() => pgidOf(stray) !== p.pid && pgidOf(stray) !== 0, 5000, 'the setsid to run')
+    p.stdin?.end()
+    await p.exited
+    expect(aliveInProcTable(stray)).toBe(true)
+  })
+
   it('stop() kills a member that left the group and ignores SIGTERM: killed, everything gone', async () => {
     // Leader and member both ignore SIGTERM; the member is in its own session.
     const p = sup(
@@ -256,6 +266,57 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
         rmdirSync(cg.path)
       }
     }
+  })
+
+  it('without clone3 (the cgroup.procs path) the child is inside before it execs, and all is killed at its exit', async () => {
+    // A fresh process reads PROCWARD_NO_CLONE3 at its first contained spawn.
+    const code = `
+      const p = require(${JSON.stringify(PROCWARD)})
+      const c = p.spawnSupervised('sh', ['-c', 'cat /proc/self/cgroup; setsid sleep 1000 & echo $!'], { cgroup: true, stdio: ['ignore', 'pipe', 'inherit'] })
+      let out = ''
+      c.stdout.on('data', (d) => (out += d))
+      const cgroup = c.cgroup
+      c.once('exit', () => {
+        const member = Number(out.trim().split('\\n').pop())
+        const stat = require('node:fs').existsSync('/proc/' + member + '/stat') ? require('node:fs').readFileSync('/proc/' + member + '/stat', 'latin1') : ''
+        const state = stat ? stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) : null
+        console.log(JSON.stringify({ cgroup, out, member, state, dirExists: require('node:fs').existsSync(cgroup) }))
+      })`
+    const child = others.spawn(process.execPath, ['-e', code], { env: { ...process.env, PROCWARD_NO_CLONE3: '1' } })
+    const r = (await jsonLine(child)) as {
+      cgroup: string
+      out: string
+      member: number
+      state: string | null
+      dirExists: boolean
+    }
+    // The shell saw itself in the child's cgroup (the v2 line, relative to the hierarchy).
+    const v2 = r.out.split('\n').find((l) => l.startsWith('0::')) as string
+    expect(r.cgroup.endsWith(v2.slice(3))).toBe(true)
+    expect(r.member).toBeGreaterThan(0)
+    expect(r.state === null || r.state === 'Z').toBe(true)
+    expect(r.dirExists).toBe(false)
+  })
+
+  it('procward run --cgroup contains the daemon: a setsid child dies with it', async () => {
+    const child = others.spawn(process.execPath, [
+      join(__dirname, '..', 'bin', 'procward.js'),
+      'run',
+      '--cgroup',
+      '--restart',
+      'never',
+      '--',
+      'sh',
+      '-c',
+      'setsid sleep 1000 & echo $!; sleep 0.2; exit 3',
+    ])
+    let out = ''
+    child.stdout?.on('data', (d) => (out += d))
+    const status = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)))
+    expect(status).toBe(3)
+    const member = Number(out.trim())
+    expect(member).toBeGreaterThan(0)
+    expect(aliveInProcTable(member)).toBe(false)
   })
 
   it('refuses a bad parent with a clear error: nothing created, nothing started', () => {
