@@ -5,7 +5,7 @@
 import { type ChildProcess, spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, onTestFinished } from 'vitest'
 import { cgroupSupport, type SupervisedProcess, Supervisor, spawnSupervised } from '../index.js'
 import {
   aliveInProcTable,
@@ -234,16 +234,31 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
     }
     await waitFor(() => record()?.child?.cgroup != null, 5000, 'the recorded cgroup')
     const cg = record().child.cgroup as { path: string; id: number }
+    // A failed run must not leave the unguarded cgroup behind.
+    onTestFinished(async () => {
+      if (!existsSync(cg.path)) return
+      writeFileSync(join(cg.path, 'cgroup.kill'), '1')
+      await waitFor(() => members(cg.path).length === 0, 5000, 'the leftover cgroup to empty')
+      rmdirSync(cg.path)
+    })
     expect(cg.path).toMatch(/\/d\d+-\d+-\d+$/)
     expect(cg.id).toBe(Number(spawnSync('stat', ['-c', '%i', cg.path], { encoding: 'utf8' }).stdout.trim()))
     let pids: number[] = []
+    // The three sleeps (not a shell on its way to exec or to exit).
+    const comm = (pid: number) => {
+      try {
+        return readFileSync(`/proc/${pid}/comm`, 'latin1').trim()
+      } catch {
+        return ''
+      }
+    }
     await waitFor(
       () => {
         pids = members(cg.path)
-        return pids.length >= 3
+        return pids.length === 3 && pids.every((pid) => comm(pid) === 'sleep')
       },
       5000,
-      'three processes in the cgroup',
+      'three sleeps in the cgroup',
     )
     first.kill('SIGKILL')
     await new Promise((r) => first.once('exit', r))
@@ -259,12 +274,6 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
       await waitFor(() => !existsSync(cg.path), 5000, 'the recorded cgroup to be removed')
     } finally {
       await successor.stop({ signal: 'SIGKILL' })
-      // A failed run must not leave the unguarded cgroup behind.
-      if (existsSync(cg.path)) {
-        writeFileSync(join(cg.path, 'cgroup.kill'), '1')
-        await waitFor(() => members(cg.path).length === 0, 5000, 'the leftover cgroup to empty')
-        rmdirSync(cg.path)
-      }
     }
   })
 
@@ -317,6 +326,28 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
     const member = Number(out.trim())
     expect(member).toBeGreaterThan(0)
     expect(aliveInProcTable(member)).toBe(false)
+  })
+
+  it('a guardian killed by hand is replaced at the next contained spawn', async () => {
+    await sup('true', [], { cgroup: true }).exited
+    const guardians = () =>
+      childrenOf(process.pid).filter((p) => {
+        try {
+          return readFileSync(`/proc/${p}/cmdline`, 'latin1').startsWith('procward-guardian')
+        } catch {
+          return false
+        }
+      })
+    const [first] = guardians()
+    expect(first).toBeGreaterThan(0)
+    process.kill(first as number, 'SIGKILL')
+    // Reaped natively (no zombie child is left for the harness to find).
+    await waitFor(() => !guardians().includes(first as number), 5000, 'the dead guardian to be reaped')
+    const p = sup('sleep', ['1000'], { cgroup: true })
+    const [second] = guardians()
+    expect(second).toBeGreaterThan(0)
+    expect(second).not.toBe(first)
+    await p.stop({ signal: 'SIGKILL' })
   })
 
   it('refuses a bad parent with a clear error: nothing created, nothing started', () => {

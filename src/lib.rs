@@ -528,7 +528,7 @@ pub fn spawn_supervised(
                 let _ = cg.remove();
                 return Err(binding::cgroup::cgroup_err(cgroup::CgroupError::Io(
                     e,
-                    "open cgroup.procs in",
+                    "open",
                     cg.path().to_path_buf(),
                 )));
             }

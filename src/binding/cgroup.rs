@@ -38,10 +38,25 @@ pub(crate) fn cgroup_err(err: CgroupError) -> napi::Error {
             "ERR_CGROUP_UNAVAILABLE",
             format!("cgroup v2 containment is unavailable: {reason}"),
         ),
-        e @ CgroupError::Io(..) => coded(
-            "ERR_CGROUP_UNAVAILABLE",
-            format!("cgroup v2 containment is unavailable: {e}"),
-        ),
+        // A step that should have worked failed (EMFILE, ENOSPC from
+        // cgroup.max.descendants, ...): the errno, as for any system call.
+        CgroupError::Io(e, what, path) => match e.raw_os_error() {
+            Some(errno) => crate::errors::system_err(
+                errno,
+                what,
+                &format!(
+                    ",\"path\":{}",
+                    crate::errors::json_str(&path.display().to_string())
+                ),
+            ),
+            None => coded(
+                "ERR_CGROUP_UNAVAILABLE",
+                format!(
+                    "cgroup v2 containment is unavailable: {what} {}: {e}",
+                    path.display()
+                ),
+            ),
+        },
     }
 }
 

@@ -135,22 +135,36 @@ pub fn guard(dir: &Path, prefix: &str) -> io::Result<()> {
         ));
     }
     let mut state = STATE.lock().unwrap_or_else(|e| e.into_inner());
-    let alive = state
-        .running
-        .as_ref()
-        .is_some_and(|g| g.watched.exit_status().is_none());
-    if !alive {
-        state.running = None;
-        let mut g = start(prefix)?;
-        for d in &state.dirs {
-            send(&mut g, d)?;
+    // One retry: a guardian killed by hand may not be reaped yet (a write
+    // then fails with EPIPE); a new one is told every directory again.
+    for attempt in 0..2 {
+        let alive = state
+            .running
+            .as_ref()
+            .is_some_and(|g| g.watched.exit_status().is_none());
+        let res: io::Result<()> = (|| {
+            if !alive {
+                state.running = None;
+                let mut g = start(prefix)?;
+                for d in &state.dirs {
+                    send(&mut g, d)?;
+                }
+                state.running = Some(g);
+            }
+            if !state.dirs.contains(dir) {
+                let g = state.running.as_mut().expect("started above");
+                send(g, dir)?;
+                state.dirs.insert(dir.to_path_buf());
+            }
+            Ok(())
+        })();
+        match res {
+            Ok(()) => return Ok(()),
+            // EPIPE: it died. Anything else (EAGAIN: it stopped reading)
+            // keeps it: closing its pipe would make it kill our children.
+            Err(e) if attempt == 1 || e.raw_os_error() != Some(libc::EPIPE) => return Err(e),
+            Err(_) => state.running = None,
         }
-        state.running = Some(g);
-    }
-    if !state.dirs.contains(dir) {
-        let g = state.running.as_mut().expect("started above");
-        send(g, dir)?;
-        state.dirs.insert(dir.to_path_buf());
     }
     Ok(())
 }

@@ -411,7 +411,7 @@ impl Cgroup {
         if dir.is_none() {
             return Ok(());
         }
-        match std::fs::remove_dir(&self.path) {
+        match remove_tree(&self.path) {
             Err(e) if e.raw_os_error() != Some(libc::ENOENT) => return Err(e),
             _ => {}
         }
@@ -455,6 +455,24 @@ fn populated_now(events: BorrowedFd<'_>) -> bool {
     }
 }
 
+/// Removes an empty cgroup and the (empty) cgroups a child made below it
+/// (a container runtime inside, say), deepest first: `rmdir` of a cgroup
+/// with children fails with EBUSY. Only directories are touched; the files
+/// in a cgroup directory go with it.
+fn remove_tree(path: &Path) -> io::Result<()> {
+    match std::fs::remove_dir(path) {
+        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+            for entry in std::fs::read_dir(path)?.flatten() {
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    remove_tree(&entry.path())?;
+                }
+            }
+            std::fs::remove_dir(path)
+        }
+        r => r,
+    }
+}
+
 fn kill_dir(dir: BorrowedFd<'_>) -> io::Result<()> {
     let f = open_at(dir, c"cgroup.kill", libc::O_WRONLY)?;
     // SAFETY: writes one byte from a static buffer to an fd we own.
@@ -486,7 +504,8 @@ pub async fn wait_empty(cg: &Cgroup, deadline: Option<tokio::time::Instant>) -> 
         Err(e) => {
             // The runtime's epoll refused it: a blocking wait on a worker.
             let events = e.into_parts().0;
-            let timeout = deadline.map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
+            let timeout =
+                deadline.map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
             return tokio::task::spawn_blocking(move || poll_empty(events.as_fd(), timeout))
                 .await
                 .unwrap_or(false);
