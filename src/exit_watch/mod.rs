@@ -45,6 +45,17 @@
 //!   runtime; `fallback` there too. Each OS module provides `watch` and
 //!   `watch_beside_loop` (Linux's are below).
 //!
+//! A contained child (`cgroup`, see `crate::cgroup`): after the sweep its
+//! cgroup is killed (`cgroup.kill`), and the reap waits until the cgroup is
+//! empty (`populated 0` in `cgroup.events`, polled, never a timer loop) and
+//! removed, at most the spawn's `killTimeoutMs`; past that the reap goes
+//! ahead and a watcher removes the cgroup once it empties. The leader stays
+//! an unreaped zombie meanwhile, so its pid and pgid stay ours. The wait
+//! happens outside the state lock (`kill()`, `stop()` and the identity stay
+//! answerable), on procward's runtime (`settle_async`) or the fallback
+//! thread (`settle_blocking`), never on the JS thread: the JS loop leaves a
+//! contained child to the native watcher and parks until its settle.
+//!
 //! The watcher owns everything it needs (`Arc<Watched>`), so a JS handle
 //! that is dropped, collected or `unref()`ed never leaves a zombie.
 //!
@@ -499,6 +510,12 @@ impl Watched {
                 None => {
                     if let Ident::Seed(_) = inner.identity {
                         inner.identity = Ident::Lost(libc::ECHILD);
+                    }
+                    // The cgroup is still ours (held by its directory, not
+                    // a number): kill what is left, remove it once empty.
+                    if let Some(c) = self.contained.as_ref().filter(|_| !inner.draining) {
+                        let _ = c.cgroup.kill();
+                        crate::cgroup::remove_when_empty(c.cgroup.clone());
                     }
                     ExitStatus::Unknown
                 }
