@@ -158,7 +158,9 @@ fn check_writable(place: &Place, parent: &Path) -> Result<(), String> {
     };
     writable(&target).map_err(|e| {
         format!(
-            "{}{what} is not writable by this process ({}): it is not delegated to uid {}",
+            "{}{what} is not writable by this process ({}): it is not delegated to uid {} \
+             (run under a delegated cgroup, e.g. systemd-run --user, or pass cgroup: {{ parent }} \
+             naming one)",
             target.display(),
             crate::errors::errno_name(e.raw_os_error().unwrap_or(0)),
             // SAFETY: geteuid takes no arguments and cannot fail.
@@ -638,6 +640,7 @@ pub fn contain(
     parent: Option<&Path>,
     guarded: bool,
 ) -> Result<std::sync::Arc<Cgroup>, CgroupError> {
+    let default = parent.is_none();
     let parent = resolve_parent(parent)?;
     if guarded {
         let (pid, tick) = owner();
@@ -647,7 +650,20 @@ pub fn contain(
             ))
         })?;
     }
-    Cgroup::create(&parent, guarded).map(std::sync::Arc::new)
+    match Cgroup::create(&parent, guarded) {
+        // Our default parent was removed since we made it: make it again.
+        Err(CgroupError::Io(e, "mkdir", _)) if default && e.kind() == io::ErrorKind::NotFound => {
+            match std::fs::create_dir(&parent) {
+                Err(e) if e.kind() != io::ErrorKind::AlreadyExists => {
+                    return Err(CgroupError::Io(e, "mkdir", parent));
+                }
+                _ => enable_controllers(&parent),
+            }
+            Cgroup::create(&parent, guarded)
+        }
+        r => r,
+    }
+    .map(std::sync::Arc::new)
 }
 
 impl Cgroup {
