@@ -419,6 +419,8 @@ impl Watched {
 
     /// The same on procward's runtime: the wait for `populated 0` is an
     /// inotify readiness, never a blocked thread.
+    // Only Linux's pidfd task settles asynchronously (macOS has no cgroup).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     async fn settle_async(
         &self,
         seen: Option<WaitStatus>,
@@ -537,6 +539,7 @@ impl Watched {
         on_exit(self.settle_blocking(seen, pidfd));
     }
 
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     async fn finish_async(
         &self,
         seen: Option<WaitStatus>,
