@@ -281,11 +281,14 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
     // A fresh process reads PROCWARD_NO_CLONE3 at its first contained spawn.
     const code = `
       const p = require(${JSON.stringify(PROCWARD)})
-      const c = p.spawnSupervised('sh', ['-c', 'cat /proc/self/cgroup; setsid sleep 1000 & echo $!'], { cgroup: true, stdio: ['ignore', 'pipe', 'inherit'] })
+      const c = p.spawnSupervised('sh', ['-c', 'cat /proc/self/cgroup; setsid sleep 1000 & echo $!; read x || true'], { cgroup: true, stdio: ['pipe', 'pipe', 'inherit'] })
       let out = ''
       c.stdout.on('data', (d) => (out += d))
+      // Read while the leader waits on its stdin (it lives until then).
       const cgroup = c.cgroup
-      c.once('exit', () => {
+      c.stdin.end()
+      // The output is complete once stdout closes (it may come after the exit).
+      Promise.all([c.exited, new Promise((r) => c.stdout.once('close', r))]).then(() => {
         const member = Number(out.trim().split('\\n').pop())
         const stat = require('node:fs').existsSync('/proc/' + member + '/stat') ? require('node:fs').readFileSync('/proc/' + member + '/stat', 'latin1') : ''
         const state = stat ? stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) : null

@@ -1,6 +1,6 @@
 //! cgroup v2 on Linux: finding a parent we may use, creating a child's
 //! cgroup, killing it (`cgroup.kill`, Linux 5.14), waiting event-driven for
-//! it to empty (inotify on `cgroup.events`, which the kernel modifies when
+//! it to empty (poll on `cgroup.events`, which the kernel notifies when
 //! `populated` changes), removing it, and reading its usage.
 //!
 //! Discovery. Our cgroup is the `0::` line of `/proc/self/cgroup`, and the

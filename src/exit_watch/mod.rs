@@ -284,12 +284,17 @@ impl Watched {
     /// the group is empty while the child runs on. The group it moved to is
     /// never signalled; it is not ours.
     pub fn signal(&self, sig: Signal, group: bool) -> std::io::Result<bool> {
+        let inner = self.lock();
+        self.signal_locked(&inner, sig, group)
+    }
+
+    /// [`Watched::signal`] with the state lock held by the caller.
+    fn signal_locked(&self, inner: &Inner, sig: Signal, group: bool) -> std::io::Result<bool> {
         let sent = |res: std::io::Result<()>| match res {
             Ok(()) => Ok(true),
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(false),
             Err(e) => Err(e),
         };
-        let inner = self.lock();
         if inner.state != State::Running {
             return Ok(false);
         }
@@ -313,15 +318,21 @@ impl Watched {
     /// The escalation's SIGKILL for a contained child: the whole cgroup at
     /// once (a member that left the group included), then the group and the
     /// leader as for any child. Ok(false): nothing was left to kill.
+    ///
+    /// All under the state lock: the leader dies of the cgroup.kill at
+    /// once, and were the lock released in between, the native watcher
+    /// could drain and reap it before the signals, which would then find
+    /// nothing and make the stop report `exited` for a kill of ours.
     pub fn kill_all(&self, group: bool) -> std::io::Result<bool> {
-        if let Some(c) = &self.contained {
-            let inner = self.lock();
-            if inner.state == State::Running && !inner.draining {
+        let inner = self.lock();
+        let killed = match &self.contained {
+            Some(c) if inner.state == State::Running && !inner.draining => {
                 // ENOENT/ENODEV: removed already; the signals below still go.
-                let _ = c.cgroup.kill();
+                c.cgroup.kill().is_ok()
             }
-        }
-        self.signal(Signal::KILL, group)
+            _ => false,
+        };
+        Ok(self.signal_locked(&inner, Signal::KILL, group)? || killed)
     }
 
     /// The child's cgroup while it lives (None once settled, or when not

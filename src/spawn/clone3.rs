@@ -15,6 +15,7 @@ use std::ffi::{c_int, c_void};
 use std::io;
 
 /// `struct clone_args` up to `cgroup` (`CLONE_ARGS_SIZE_VER2`).
+#[cfg(target_arch = "x86_64")]
 #[repr(C)]
 struct CloneArgs {
     flags: u64,
@@ -30,6 +31,7 @@ struct CloneArgs {
     cgroup: u64,
 }
 
+#[cfg(target_arch = "x86_64")]
 const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 
 pub const fn supported() -> bool {
