@@ -58,7 +58,9 @@ export async function run() {
   const bestT = (xs) => xs.reduce((a, b) => (b.perSec > a.perSec ? b : a))
   const bestL = (xs) => xs.reduce((a, b) => (b.p50 < a.p50 ? b : a))
   const [tp, tc, lp, lc] = [bestT(res.tp), bestT(res.tc), bestL(res.lp), bestL(res.lc)]
-  console.log(`/bin/true sequential spawn → exit (best of 3 rounds of ${n}); sleep SIGKILL → 'exit' (best of 3 rounds of ${m})\n`)
+  console.log(
+    `/bin/true sequential spawn → exit (best of 3 rounds of ${n}); sleep SIGKILL → 'exit' (best of 3 rounds of ${m})\n`,
+  )
   table(
     [
       ['without cgroup', tp, lp],
