@@ -355,12 +355,15 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
     expect(first).toBeGreaterThan(0)
     process.kill(first as number, 'SIGKILL')
     // Reaped natively (no zombie child is left for the harness to find).
-    await waitFor(() => !guardians().includes(first as number), 5000, 'the dead guardian to be reaped')
+    await waitFor(() => !guardians().includes(first as number), 5000, 'the guardian to die')
+    // Found dead at the next contained spawn, zombie or not, and replaced.
     const p = sup('sleep', ['1000'], { cgroup: true })
     const [second] = guardians()
     expect(second).toBeGreaterThan(0)
     expect(second).not.toBe(first)
     await p.stop({ signal: 'SIGKILL' })
+    // Reaped natively: no zombie child is left for the harness to find.
+    await waitFor(() => !childrenOf(process.pid).includes(first as number), 5000, 'the dead guardian to be reaped')
   })
 
   it('refuses a bad parent with a clear error: nothing created, nothing started', () => {

@@ -135,13 +135,14 @@ pub fn guard(dir: &Path, prefix: &str) -> io::Result<()> {
         ));
     }
     let mut state = STATE.lock().unwrap_or_else(|e| e.into_inner());
-    // One retry: a guardian killed by hand may not be reaped yet (a write
-    // then fails with EPIPE); a new one is told every directory again.
+    // Dead (a zombie counts: `has_exited` peeks with WNOWAIT) is replaced,
+    // and the new one is told every directory again. One retry: a write
+    // that fails with EPIPE (no reader left) means it died just now.
     for attempt in 0..2 {
         let alive = state
             .running
             .as_ref()
-            .is_some_and(|g| g.watched.exit_status().is_none());
+            .is_some_and(|g| !g.watched.has_exited());
         let res: io::Result<()> = (|| {
             if !alive {
                 state.running = None;
@@ -167,14 +168,4 @@ pub fn guard(dir: &Path, prefix: &str) -> io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// The guardian's pid, while one runs (for tests and diagnostics).
-pub fn pid() -> Option<i32> {
-    let state = STATE.lock().unwrap_or_else(|e| e.into_inner());
-    state
-        .running
-        .as_ref()
-        .filter(|g| g.watched.exit_status().is_none())
-        .map(|g| g.watched.pid().as_raw())
 }
