@@ -115,7 +115,53 @@ export interface SpawnSupervisedOptions {
   signal?: AbortSignal | undefined
   /** Defaults for `stop()`; checked here, so a bad one fails the spawn. */
   stop?: StopOptions | undefined
+  /**
+   * Linux cgroup v2: the child is born in a fresh cgroup of its own (under
+   * `parent`, an existing cgroup directory such as
+   * `/sys/fs/cgroup/my.slice`; default: a `procward` cgroup beside this
+   * process's own), so nothing it starts can escape — not a `setsid`, a
+   * double-forking daemon, or one that drops privileges. When the leader
+   * exits, the whole cgroup is killed and `'exit'` comes once it is empty
+   * (or after `stop.killTimeoutMs`); `stop()`'s SIGKILL step kills the
+   * cgroup; when this process dies (SIGKILL too) its contained children's
+   * cgroups are killed, unless `parentDeathSignal: false`. Default false.
+   *
+   * @throws {Error} `code: 'ERR_CGROUP_UNAVAILABLE'` (the message says why)
+   *   where cgroup v2 is not usable: not Linux, no v2 hierarchy, kernel
+   *   before 5.14, a parent not delegated to this user. Never a silent
+   *   fallback. See `cgroupSupport()`.
+   * @throws {TypeError} `code: 'ERR_INVALID_ARG_VALUE'`: `parent` is not an
+   *   absolute path of an existing cgroup v2 directory (nothing is created).
+   */
+  cgroup?: boolean | { parent?: string | undefined } | undefined
 }
+
+/** Resource usage of a contained child's cgroup; null where not known. */
+export interface ResourceUsage {
+  /** CPU time of every process that ran in the cgroup (`cpu.stat` usage_usec). */
+  cpuUsec: number | null
+  /** `memory.current`, where the memory controller is enabled for it. */
+  memoryBytes: number | null
+  /** `pids.current`, where the pids controller is enabled for it. */
+  pids: number | null
+}
+
+/** What `cgroupSupport()` answers. */
+export interface CgroupSupport {
+  /** Whether `spawnSupervised(..., { cgroup: true })` can work here. */
+  available: boolean
+  /** The default parent cgroup's path (made on the first contained spawn). */
+  parent: string | null
+  /** Why not, when not available. */
+  reason: string | null
+}
+
+/**
+ * Can this process create child cgroups under the default parent (Linux
+ * cgroup v2, delegated to this user or root, Linux >= 5.14)? Says why not.
+ * No side effects.
+ */
+export declare function cgroupSupport(): CgroupSupport
 
 export type StdioOption = 'ignore' | 'inherit' | 'pipe' | { file: string; append?: boolean | undefined }
 
@@ -194,6 +240,16 @@ export declare class SupervisedProcess<T extends SupervisedShape = SupervisedSha
    * on macOS 'kqueue' (EVFILT_PROC on a native runtime task) or 'fallback'.
    */
   readonly exitWatch: 'pidfd' | 'pidfd-tokio' | 'kqueue' | 'fallback'
+  /**
+   * The child's own cgroup (its path under the cgroup2 mount) while it
+   * lives; null once reaped, or without the `cgroup` option.
+   */
+  readonly cgroup: string | null
+  /**
+   * CPU time, memory and pids of the child's cgroup: live while it runs,
+   * as last read before its removal after that. All null without `cgroup`.
+   */
+  resourceUsage(): ResourceUsage
   /**
    * Signals the child alone, like child_process. false once it has exited
    * (a zombie included); never reaches a process that reused the pid.

@@ -20,8 +20,15 @@ function getProcessInfo(pid) {
   return callNative(native.getProcessInfo, pid)
 }
 
+/** Can this process create child cgroups (Linux cgroup v2)? Says why not. */
+function cgroupSupport() {
+  const s = callNative(native.cgroupSupport)
+  return { available: s.available, parent: s.parent ?? null, reason: s.reason ?? null }
+}
+
 exports.isProcessRunning = isProcessRunning
 exports.getProcessInfo = getProcessInfo
+exports.cgroupSupport = cgroupSupport
 exports.spawnSupervised = spawnSupervised
 exports.stopSupervisedProcess = stopSupervisedProcess
 exports.SupervisedProcess = SupervisedProcess

@@ -9,6 +9,7 @@ const procward = createRequire(import.meta.url)('./index.js')
 
 export const isProcessRunning = procward.isProcessRunning
 export const getProcessInfo = procward.getProcessInfo
+export const cgroupSupport = procward.cgroupSupport
 export const spawnSupervised = procward.spawnSupervised
 export const stopSupervisedProcess = procward.stopSupervisedProcess
 export const SupervisedProcess = procward.SupervisedProcess

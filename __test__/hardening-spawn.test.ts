@@ -304,7 +304,6 @@ describe('options', () => {
     ['detached', { detached: true }],
     ['timeout', { timeout: 1000 }],
     ['procesGroup', { procesGroup: false }],
-    ['cgroup', { cgroup: '/sys/fs/cgroup/x' }],
   ])('rejects the unknown option %s, naming it, and spawns nothing', (key, options) => {
     noNewChildren(() => {
       const e = thrown(() => spawnSupervised('echo', ['$HOME'], options as object))

@@ -3,11 +3,16 @@
 // fails the check when the line it covers compiles after all.
 import type { Readable, Writable } from 'node:stream'
 import {
+  type CgroupSupport,
+  cgroupSupport,
+  type ResourceUsage,
+  readSupervisorState,
   type SpawnedShape,
   type SpawnSupervisedOptions,
   type StopOptions,
   type StopResult,
   SupervisedProcess,
+  type SupervisorStateRecord,
   spawnSupervised,
   stopSupervisedProcess,
 } from '../index.js'
@@ -136,4 +141,27 @@ export async function stopResultShape(): Promise<void> {
   void o
   // @ts-expect-error a string is not a target
   void stopSupervisedProcess('1234')
+}
+
+export function containment(): void {
+  const s: CgroupSupport = cgroupSupport()
+  assertType<Equal<typeof s.available, boolean>>()
+  assertType<Equal<typeof s.parent, string | null>>()
+  assertType<Equal<typeof s.reason, string | null>>()
+  const p = spawnSupervised('sleep', ['1'], { cgroup: true })
+  void spawnSupervised('sleep', ['1'], { cgroup: { parent: '/sys/fs/cgroup/my.slice' } })
+  void spawnSupervised('sleep', ['1'], { cgroup: {} })
+  void spawnSupervised('sleep', ['1'], { cgroup: false })
+  // @ts-expect-error a path alone is not the option; { parent } is
+  void spawnSupervised('sleep', ['1'], { cgroup: '/sys/fs/cgroup/x' })
+  // @ts-expect-error no such key
+  void spawnSupervised('sleep', ['1'], { cgroup: { path: '/x' } })
+  assertType<Equal<typeof p.cgroup, string | null>>()
+  const u: ResourceUsage = p.resourceUsage()
+  assertType<Equal<typeof u.cpuUsec, number | null>>()
+  assertType<Equal<typeof u.memoryBytes, number | null>>()
+  assertType<Equal<typeof u.pids, number | null>>()
+  const rec: SupervisorStateRecord | null = readSupervisorState('/tmp/x.json')
+  const cg = rec?.child?.cgroup
+  if (cg) assertType<Equal<typeof cg, { path: string; id: number }>>()
 }

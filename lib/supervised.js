@@ -25,6 +25,9 @@ const SUPERVISED_BRAND = Symbol.for('procward.supervised')
 // ready check): a pipe whose write end is this fd number in the child.
 const NOTIFY_FD = Symbol.for('procward.notifyFd')
 const NOTIFY_STREAM = Symbol.for('procward.notifyStream')
+// Package-internal: a contained child's cgroup { path, id } (the Supervisor
+// records it in its state file).
+const CGROUP_RECORD = Symbol.for('procward.cgroupRecord')
 
 const STOP_DEFAULTS = Object.freeze({ signal: 'SIGTERM', graceMs: 5000, killTimeoutMs: 2000 })
 
@@ -123,7 +126,30 @@ const SPAWN_KEYS = new Set([
   'uid',
   'gid',
   'argv0',
+  'cgroup',
 ])
+
+const CGROUP_KEYS = new Set(['parent'])
+
+/** `cgroup`: false/undefined, true, or { parent?: absolute path }. */
+function cgroupOption(value) {
+  if (value === undefined || value === false) return { cgroup: false, cgroupParent: undefined }
+  if (value === true) return { cgroup: true, cgroupParent: undefined }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw typeError(`options.cgroup must be a boolean or an object, got ${validate.describe(value)}`)
+  }
+  const o = { ...value }
+  rejectUnknownKeys(o, CGROUP_KEYS, 'options.cgroup')
+  if (o.parent === undefined) return { cgroup: true, cgroupParent: undefined }
+  const parent = noNul(o.parent, 'options.cgroup.parent')
+  if (!parent.startsWith('/') || parent.includes('\n')) {
+    throw typeError(
+      `options.cgroup.parent must be an absolute path of a cgroup v2 directory, got ${JSON.stringify(parent)}`,
+      'ERR_INVALID_ARG_VALUE',
+    )
+  }
+  return { cgroup: true, cgroupParent: parent }
+}
 
 const UNSUPPORTED_HINTS = {
   shell: "; run a shell explicitly: spawnSupervised('sh', ['-c', command])",
@@ -207,7 +233,8 @@ function nativeSpawnOptions(options) {
     throw typeError(`options.signal must be an AbortSignal, got ${validate.describe(o.signal)}`)
   }
   // Check the stop defaults now, so a bad one fails the spawn, not a later stop.
-  nativeStopOptions(o.stop, STOP_DEFAULTS, 'options.stop')
+  const stopNative = nativeStopOptions(o.stop, STOP_DEFAULTS, 'options.stop').native
+  const { cgroup, cgroupParent } = cgroupOption(o.cgroup)
   const notifyFd = o[NOTIFY_FD]
   if (notifyFd !== undefined && (!Number.isInteger(notifyFd) || notifyFd < 3 || notifyFd > 65535)) {
     throw rangeError(`notifyFd must be an integer in 3..=65535, got ${notifyFd}`)
@@ -227,6 +254,9 @@ function nativeSpawnOptions(options) {
       gid,
       argv0,
       useLoop: IS_NODE,
+      cgroup,
+      cgroupParent,
+      killTimeoutMs: stopNative.killTimeoutMs,
     },
     stopDefaults: { ...STOP_DEFAULTS, ...(o.stop ?? {}) },
     abortSignal: o.signal,
@@ -293,6 +323,20 @@ class SupervisedProcess extends EventEmitter {
   }
   get pgid() {
     return this.#native.pgid ?? null
+  }
+  /** The child's own cgroup (a path under the cgroup2 mount) while it lives. */
+  get cgroup() {
+    return this.#native.cgroup ?? null
+  }
+  /** CPU time, memory and pids of the child's cgroup; null where unknown. */
+  resourceUsage() {
+    const u = this.#native.resourceUsage()
+    return { cpuUsec: u.cpuUsec ?? null, memoryBytes: u.memoryBytes ?? null, pids: u.pids ?? null }
+  }
+  /** @internal The cgroup's path and id, for a Supervisor's state file. */
+  get [CGROUP_RECORD]() {
+    const r = this.#native.cgroupRecord()
+    return r ? { path: r[0], id: Number(r[1]) } : null
   }
   get identity() {
     // Read from /proc on first use unless known at spawn; EMFILE can throw.
@@ -488,4 +532,5 @@ module.exports = {
   checkSpawnOptions: nativeSpawnOptions,
   NOTIFY_FD,
   NOTIFY_STREAM,
+  CGROUP_RECORD,
 }

@@ -17,6 +17,7 @@ const { callNative, fromNative, typeError, rangeError } = require('./errors')
 const validate = require('./validate')
 const {
   abortError,
+  CGROUP_RECORD,
   checkSpawnOptions,
   nativeStopOptions,
   NOTIFY_FD,
@@ -1126,7 +1127,18 @@ class Supervisor extends EventEmitter {
     const aliveAtMs = Date.parse(c.aliveAt)
     // (No stray sweep where the platform has no /proc scan of its own.)
     const canSweep = typeof native.sweepStrays === 'function'
-    if (canSweep && c.pgid !== null && c.session !== null && c.session >= 0 && Number.isFinite(aliveAtMs)) {
+    // A recorded cgroup holds every member, however far it strayed from
+    // the group: kill it whole, if it is still the one recorded (same id,
+    // a name procward gives) — else it is gone, or not ours.
+    const cg = c.cgroup
+    let cgroupKilled = false
+    if (cg !== null && typeof cg === 'object' && typeof cg.path === 'string' && Number.isSafeInteger(cg.id)) {
+      try {
+        cgroupKilled = await native.killRecordedCgroup(cg.path, cg.id, this.#o.stopDefaults.killTimeoutMs ?? 2000)
+      } catch (err) {
+        throw fromNative(err)
+      }
+    } else if (canSweep && c.pgid !== null && c.session !== null && c.session >= 0 && Number.isFinite(aliveAtMs)) {
       try {
         swept = await native.sweepStrays(
           { pgid: c.pgid, session: c.session, identity: c.identity, aliveAtMs },
@@ -1136,7 +1148,7 @@ class Supervisor extends EventEmitter {
         throw fromNative(err)
       }
     }
-    if (alive || swept.killed.length > 0 || swept.suspects.length > 0) {
+    if (alive || cgroupKilled || swept.killed.length > 0 || swept.suspects.length > 0) {
       this.#emit('takeover', {
         pid: c.pid,
         identity: c.identity,
@@ -1217,7 +1229,7 @@ class Supervisor extends EventEmitter {
       command: this.#o.command,
       args: [...this.#args],
       startedAt,
-      cgroup: null,
+      cgroup: child[CGROUP_RECORD] ?? null,
     }
     child.once('exit', (info) => this.#exited(run, info, 'exit'))
     this.#pipeLines(run)

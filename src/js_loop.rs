@@ -34,6 +34,11 @@
 //! exit the native side settled while the loop was blocked is delivered even
 //! if another child has the pid by then.
 //!
+//! A contained child (`cgroup`) is parked the same way as soon as its exit
+//! is seen: its reap waits for the cgroup to empty, which the JS thread
+//! must not wait for, so the native watcher (started without its 1 ms
+//! grace for such a child) settles it and wakes the loop.
+//!
 //! Lifetimes. The handles and their state are owned by the loop, not by
 //! the JS object: a dropped or collected `SupervisedProcess` is still reaped.
 //! `unref()` is `uv_unref` on the handle. When the environment is torn down

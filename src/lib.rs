@@ -7,6 +7,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod binding;
+pub mod cgroup;
 pub mod duration;
 pub mod errors;
 pub mod exit_watch;
@@ -156,6 +157,12 @@ pub struct NativeSpawnOptions {
     /// no outside Node: Bun exports every `uv_*` symbol as an aborting stub,
     /// so finding the symbol proves nothing.
     pub use_loop: bool,
+    /// Born in a cgroup of its own (under `cgroup_parent`, else the default).
+    pub cgroup: bool,
+    pub cgroup_parent: Option<String>,
+    /// The spawn's stop default `killTimeoutMs`: how long its exit may wait
+    /// for the cgroup to empty.
+    pub kill_timeout_ms: Option<f64>,
 }
 
 #[napi(object)]
@@ -218,9 +225,13 @@ fn spawn_err(err: SpawnError) -> napi::Error {
         SpawnError::Os { err, stage } => {
             let at = match stage {
                 Stage::Cwd | Stage::Chdir => "chdir",
-                Stage::Setpgid | Stage::Prctl | Stage::Dup2 | Stage::Setgid | Stage::Setuid => {
-                    "setup"
-                }
+                Stage::Setpgid
+                | Stage::Prctl
+                | Stage::Dup2
+                | Stage::Setgid
+                | Stage::Setuid
+                | Stage::Cgroup
+                | Stage::Setsid => "setup",
                 Stage::Resolve | Stage::Stdio | Stage::Clone | Stage::Execve | Stage::Spawner => {
                     "spawn"
                 }
@@ -298,6 +309,32 @@ impl NativeChild {
             Backend::Fallback => "fallback",
             Backend::Kqueue => "kqueue",
         }
+    }
+
+    /// The child's own cgroup (its file-system path) while it lives; null
+    /// once reaped, or when it is not contained.
+    #[napi(getter)]
+    pub fn cgroup(&self) -> Option<String> {
+        self.watched
+            .cgroup()
+            .map(|c| c.path().display().to_string())
+    }
+
+    /// The cgroup's path and id (its inode), for as long as this handle
+    /// lives: what a state file records.
+    #[napi]
+    pub fn cgroup_record(&self) -> Option<Vec<String>> {
+        self.watched
+            .cgroup_record()
+            .map(|(p, id)| vec![p.display().to_string(), id.to_string()])
+    }
+
+    /// CPU time, memory and pids of the child's cgroup (live, or as last
+    /// read before its removal); null where a controller is not enabled or
+    /// the child is not contained.
+    #[napi]
+    pub fn resource_usage(&self) -> binding::cgroup::NativeUsage {
+        binding::cgroup::usage(self.watched.usage())
     }
 
     /// Signals the child alone; false once it has exited (zombie included).
@@ -463,21 +500,74 @@ pub fn spawn_supervised(
         uid: to_id(options.uid, "uid")?,
         gid: to_id(options.gid, "gid")?,
         argv0: options.argv0.clone(),
+        new_session: false,
+        cgroup: None,
     };
     // The clock readings around the spawn usually pin the child's start
     // tick, and its pidfd gives the pidfs inode: its identity without a
     // /proc read. Whatever is missing is read later, while the child is
     // still unreaped (see exit_watch).
+    let kill_timeout = match options.kill_timeout_ms {
+        Some(ms) => duration_ms(ms, "stop.killTimeoutMs")?.as_duration(),
+        None => Duration::from_secs(2),
+    };
+    // The cgroup exists (and the guardian knows its parent) before the
+    // child does; the child enters it before it execs.
+    let contained = if options.cgroup {
+        let guarded = death_signal.is_some();
+        let cg = binding::cgroup::contain(options.cgroup_parent.as_deref(), guarded)?;
+        Some(cg)
+    } else {
+        None
+    };
+    let mut cmd = cmd;
+    if let Some(cg) = &contained {
+        match cg.into_spawn() {
+            Ok(into) => cmd.cgroup = Some(into),
+            Err(e) => {
+                let _ = cg.remove();
+                return Err(binding::cgroup::cgroup_err(cgroup::CgroupError::Io(
+                    e,
+                    "open",
+                    cg.path().to_path_buf(),
+                )));
+            }
+        }
+    }
     proc_info::prepare_identity();
     let before = sys::boottime_ns();
-    let child = spawn::spawn(&cmd, !exit_watch::forced_fallback()).map_err(spawn_err)?;
+    let spawned = spawn::spawn(&cmd, !exit_watch::forced_fallback());
+    // The child holds no reference to the procs fd once it exists (it has
+    // exec'd or failed): close ours now.
+    cmd.cgroup = None;
+    let child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            if let Some(cg) = &contained {
+                // The child failed before exec and was reaped: it is empty.
+                if cg.remove().is_err() {
+                    cgroup::remove_when_empty(cg.clone());
+                }
+            }
+            return Err(spawn_err(e));
+        }
+    };
     let seed = proc_info::IdentitySeed {
         start_time: proc_info::start_tick_between(before, sys::boottime_ns()),
         inode: child.pidfd.as_ref().map(proc_info::pidfd_inode),
     };
     let pid = child.pid;
     let pgid = options.process_group.then_some(pid);
-    let watched = exit_watch::register(pid, pgid, options.kill_group_on_exit, seed);
+    let watched = exit_watch::register_contained(
+        pid,
+        pgid,
+        options.kill_group_on_exit,
+        seed,
+        contained.map(|cgroup| exit_watch::Contained {
+            cgroup,
+            bound: kill_timeout,
+        }),
+    );
 
     let mut pidfd = child.pidfd;
     if let Some(fd) = pidfd.take_if(|_| options.use_loop && js_loop::available()) {
@@ -519,8 +609,11 @@ pub fn spawn_supervised(
         Err(e) => {
             // No watcher could be started: take the child down again so that
             // nothing is left behind, and say why.
-            let _ = sys::kill(pid, Signal::KILL);
+            let _ = watched.kill_all(true);
             let _ = sys::waitid_pid(pid, libc::WEXITED);
+            if let Some(cg) = watched.contained_cgroup() {
+                cgroup::remove_when_empty(cg);
+            }
             Err(e)
         }
     }

@@ -2,6 +2,7 @@
 //! place a napi type appears; each file validates, calls into its core
 //! module and returns plain JS values.
 
+pub mod cgroup;
 #[cfg(any(target_os = "linux", target_os = "macos"))]
 pub mod lock;
 #[cfg(target_os = "linux")]

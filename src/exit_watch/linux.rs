@@ -45,7 +45,7 @@ pub fn start(
                     .await
                     .ok()
                     .flatten();
-                watched.finish(seen, None, on_exit);
+                watched.finish_async(seen, None, on_exit).await;
                 return;
             }
         };
@@ -64,7 +64,9 @@ pub fn start(
                 Err(_) => break None,
             }
         };
-        if let Some(delay) = defer {
+        // (A zero delay, for a contained child, skips the timer: tokio's
+        // has millisecond ticks.)
+        if let Some(delay) = defer.filter(|d| !d.is_zero()) {
             if watched.exit_status().is_none() {
                 tokio::time::sleep(delay).await;
             }
@@ -72,7 +74,9 @@ pub fn start(
                 return; // the loop settled it
             }
         }
-        watched.finish(seen, Some(afd.get_ref().as_fd()), on_exit);
+        watched
+            .finish_async(seen, Some(afd.get_ref().as_fd()), on_exit)
+            .await;
     });
     Ok(())
 }

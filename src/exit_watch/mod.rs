@@ -45,6 +45,17 @@
 //!   runtime; `fallback` there too. Each OS module provides `watch` and
 //!   `watch_beside_loop` (Linux's are below).
 //!
+//! A contained child (`cgroup`, see `crate::cgroup`): after the sweep its
+//! cgroup is killed (`cgroup.kill`), and the reap waits until the cgroup is
+//! empty (`populated 0` in `cgroup.events`, polled, never a timer loop) and
+//! removed, at most the spawn's `killTimeoutMs`; past that the reap goes
+//! ahead and a watcher removes the cgroup once it empties. The leader stays
+//! an unreaped zombie meanwhile, so its pid and pgid stay ours. The wait
+//! happens outside the state lock (`kill()`, `stop()` and the identity stay
+//! answerable), on procward's runtime (`settle_async`) or the fallback
+//! thread (`settle_blocking`), never on the JS thread: the JS loop leaves a
+//! contained child to the native watcher and parks until its settle.
+//!
 //! The watcher owns everything it needs (`Arc<Watched>`), so a JS handle
 //! that is dropped, collected or `unref()`ed never leaves a zombie.
 //!
@@ -68,10 +79,12 @@ use std::os::fd::BorrowedFd;
 #[cfg(target_os = "linux")]
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
 
 use tokio::sync::watch;
 
+use crate::cgroup::{Cgroup, Usage};
 use crate::pid::{Pid, Signal};
 use crate::proc_info::{self, Identity, IdentitySeed, InfoError};
 use crate::sys::{self, WaitStatus};
@@ -116,6 +129,18 @@ struct Inner {
     identity: Ident,
     /// Run once, after the settle (see [`Watched::on_settle`]).
     on_settle: Vec<Wake>,
+    /// A contained child's exit was seen and its cgroup killed; one driver
+    /// now waits for the cgroup to empty, the others wait for its settle.
+    draining: bool,
+    /// The cgroup's usage read just before it was removed.
+    final_usage: Option<Usage>,
+}
+
+/// A contained child's cgroup, and how long its exit may wait for the
+/// cgroup to empty (the spawn's `killTimeoutMs`).
+pub struct Contained {
+    pub cgroup: Arc<Cgroup>,
+    pub bound: Duration,
 }
 
 pub type OnExit = Box<dyn FnOnce(ExitStatus) + Send>;
@@ -132,6 +157,21 @@ pub struct Watched {
     reaped: watch::Sender<Option<ExitStatus>>,
     /// A native watcher (tokio task or waiter thread) settles this child.
     native: AtomicBool,
+    contained: Option<Contained>,
+    /// Signalled when the child is settled (for a blocking driver that found
+    /// another one draining the cgroup).
+    settled: Condvar,
+}
+
+/// The first half of a contained child's settle.
+enum Drain {
+    /// Settled already.
+    Done(ExitStatus),
+    /// Another driver drains the cgroup; wait for its settle.
+    Busy,
+    /// Killed: wait for the cgroup to empty, at most `Duration`, then
+    /// finish with [`Watched::settle`].
+    Wait(Arc<Cgroup>, Duration),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -244,12 +284,17 @@ impl Watched {
     /// the group is empty while the child runs on. The group it moved to is
     /// never signalled; it is not ours.
     pub fn signal(&self, sig: Signal, group: bool) -> std::io::Result<bool> {
+        let inner = self.lock();
+        self.signal_locked(&inner, sig, group)
+    }
+
+    /// [`Watched::signal`] with the state lock held by the caller.
+    fn signal_locked(&self, inner: &Inner, sig: Signal, group: bool) -> std::io::Result<bool> {
         let sent = |res: std::io::Result<()>| match res {
             Ok(()) => Ok(true),
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(false),
             Err(e) => Err(e),
         };
-        let inner = self.lock();
         if inner.state != State::Running {
             return Ok(false);
         }
@@ -268,6 +313,166 @@ impl Watched {
         let to_group = sent(sys::killpg(pgid, sig))?;
         let to_leader = !in_group && sent(sys::kill(self.pid, sig))?;
         Ok(to_group || to_leader)
+    }
+
+    /// The escalation's SIGKILL for a contained child: the whole cgroup at
+    /// once (a member that left the group included), then the group and the
+    /// leader as for any child. Ok(false): nothing was left to kill.
+    ///
+    /// All under the state lock: the leader dies of the cgroup.kill at
+    /// once, and were the lock released in between, the native watcher
+    /// could drain and reap it before the signals, which would then find
+    /// nothing and make the stop report `exited` for a kill of ours.
+    pub fn kill_all(&self, group: bool) -> std::io::Result<bool> {
+        let inner = self.lock();
+        let killed = match &self.contained {
+            Some(c) if inner.state == State::Running && !inner.draining => {
+                // ENOENT/ENODEV: removed already; the signals below still go.
+                c.cgroup.kill().is_ok()
+            }
+            _ => false,
+        };
+        Ok(self.signal_locked(&inner, Signal::KILL, group)? || killed)
+    }
+
+    /// The child's cgroup while it lives (None once settled, or when not
+    /// contained).
+    pub fn cgroup(&self) -> Option<&Cgroup> {
+        let c = self.contained.as_ref()?;
+        (self.lock().state == State::Running).then_some(&*c.cgroup)
+    }
+
+    /// The cgroup itself, for as long as this handle lives.
+    pub fn contained_cgroup(&self) -> Option<Arc<Cgroup>> {
+        self.contained.as_ref().map(|c| c.cgroup.clone())
+    }
+
+    /// The cgroup's path and id, for as long as this handle lives (what a
+    /// state file records).
+    pub fn cgroup_record(&self) -> Option<(std::path::PathBuf, u64)> {
+        self.contained
+            .as_ref()
+            .map(|c| (c.cgroup.path().to_path_buf(), c.cgroup.id()))
+    }
+
+    /// Resource usage: live while the child runs, as last read before the
+    /// removal after it. None when not contained.
+    pub fn usage(&self) -> Option<Usage> {
+        let c = self.contained.as_ref()?;
+        let inner = self.lock();
+        Some(match (&inner.state, inner.final_usage) {
+            (State::Reaped(_), Some(u)) => u,
+            (State::Reaped(_), None) => Usage::default(),
+            (State::Running, _) => c.cgroup.usage(),
+        })
+    }
+
+    /// Kills a contained child's cgroup after its leader's exit was seen,
+    /// and sweeps the group, under the lock (the leader is an unreaped
+    /// zombie, so its pgid is still ours). The wait for the cgroup to empty
+    /// happens outside the lock: `kill()`, `stop()` and the identity stay
+    /// answerable meanwhile.
+    fn begin_drain(&self, c: &Contained, pidfd: Option<BorrowedFd<'_>>) -> Drain {
+        let mut inner = self.lock();
+        if let State::Reaped(status) = inner.state {
+            return Drain::Done(status);
+        }
+        if inner.draining {
+            return Drain::Busy;
+        }
+        if let Ident::Seed(seed) = &inner.identity {
+            inner.identity = match proc_info::child_identity(self.pid, seed, pidfd) {
+                Ok(id) => Ident::Known(id),
+                Err(e) => Ident::Lost(errno_of(&e)),
+            };
+        }
+        if self.sweep_group {
+            if let Some(pgid) = self.pgid {
+                let _ = sys::killpg(pgid, Signal::KILL);
+            }
+        }
+        let _ = c.cgroup.kill();
+        inner.draining = true;
+        Drain::Wait(c.cgroup.clone(), c.bound)
+    }
+
+    /// Blocks until settled (a blocking driver that found another draining).
+    fn wait_settled(&self) -> ExitStatus {
+        let mut inner = self.lock();
+        loop {
+            if let State::Reaped(s) = inner.state {
+                return s;
+            }
+            inner = self.settled.wait(inner).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Settles a child whose exit was seen (`seen`), from a thread that may
+    /// block (the fallback waiter). A contained child's cgroup is killed and
+    /// waited for (at most its bound) before the reap.
+    fn settle_blocking(
+        &self,
+        seen: Option<WaitStatus>,
+        pidfd: Option<BorrowedFd<'_>>,
+    ) -> ExitStatus {
+        let Some(c) = self.contained.as_ref().filter(|_| seen.is_some()) else {
+            return self.settle(seen, pidfd);
+        };
+        match self.begin_drain(c, pidfd) {
+            Drain::Done(s) => s,
+            Drain::Busy => self.wait_settled(),
+            Drain::Wait(cg, bound) => {
+                let empty = crate::cgroup::wait_empty_blocking(&cg, Some(bound));
+                self.settle_drained(seen, pidfd, empty)
+            }
+        }
+    }
+
+    /// The same on procward's runtime: the wait for `populated 0` is an
+    /// inotify readiness, never a blocked thread.
+    // Only Linux's pidfd task settles asynchronously (macOS has no cgroup).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    async fn settle_async(
+        &self,
+        seen: Option<WaitStatus>,
+        pidfd: Option<BorrowedFd<'_>>,
+    ) -> ExitStatus {
+        let Some(c) = self.contained.as_ref().filter(|_| seen.is_some()) else {
+            return self.settle(seen, pidfd);
+        };
+        match self.begin_drain(c, pidfd) {
+            Drain::Done(s) => s,
+            Drain::Busy => {
+                let mut rx = self.subscribe();
+                let seen = rx.wait_for(|s| s.is_some()).await.ok().and_then(|s| *s);
+                seen.or_else(|| self.exit_status())
+                    .unwrap_or(ExitStatus::Unknown)
+            }
+            Drain::Wait(cg, bound) => {
+                let deadline = tokio::time::Instant::now() + bound;
+                let empty = crate::cgroup::wait_empty(&cg, Some(deadline)).await;
+                self.settle_drained(seen, pidfd, empty)
+            }
+        }
+    }
+
+    /// After the drain: read the final usage, remove the cgroup (or leave
+    /// that to a watcher of its `populated 0` when a member outlived the
+    /// bound), then reap and publish as any child.
+    fn settle_drained(
+        &self,
+        seen: Option<WaitStatus>,
+        pidfd: Option<BorrowedFd<'_>>,
+        empty: bool,
+    ) -> ExitStatus {
+        if let Some(c) = &self.contained {
+            let usage = c.cgroup.usage();
+            self.lock().final_usage = Some(usage);
+            if !empty || c.cgroup.remove().is_err() {
+                crate::cgroup::remove_when_empty(c.cgroup.clone());
+            }
+        }
+        self.settle(seen, pidfd)
     }
 
     /// Signals the child alone, but not once it has exited (a zombie
@@ -319,12 +524,19 @@ impl Watched {
                     if let Ident::Seed(_) = inner.identity {
                         inner.identity = Ident::Lost(libc::ECHILD);
                     }
+                    // The cgroup is still ours (held by its directory, not
+                    // a number): kill what is left, remove it once empty.
+                    if let Some(c) = self.contained.as_ref().filter(|_| !inner.draining) {
+                        let _ = c.cgroup.kill();
+                        crate::cgroup::remove_when_empty(c.cgroup.clone());
+                    }
                     ExitStatus::Unknown
                 }
             };
             inner.state = State::Reaped(status);
             (status, std::mem::take(&mut inner.on_settle))
         };
+        self.settled.notify_all();
         // Its cached fds (liveness, info) name a process that is gone.
         proc_info::forget(self.pid);
         self.reaped.send_replace(Some(status));
@@ -335,7 +547,17 @@ impl Watched {
     }
 
     fn finish(&self, seen: Option<WaitStatus>, pidfd: Option<BorrowedFd<'_>>, on_exit: OnExit) {
-        on_exit(self.settle(seen, pidfd));
+        on_exit(self.settle_blocking(seen, pidfd));
+    }
+
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    async fn finish_async(
+        &self,
+        seen: Option<WaitStatus>,
+        pidfd: Option<BorrowedFd<'_>>,
+        on_exit: OnExit,
+    ) {
+        on_exit(self.settle_async(seen, pidfd).await);
     }
 
     /// For a driver that watches the pidfd itself (the JS thread's event
@@ -350,6 +572,11 @@ impl Watched {
         let peek = libc::WEXITED | libc::WNOWAIT | libc::WNOHANG;
         match sys::waitid_child(self.pid, pidfd, peek) {
             Ok(WaitStatus::StillAlive) => None,
+            // A contained child's cgroup must empty before the reap, and
+            // this caller (the JS thread) must not wait for that: the
+            // native watcher settles it, and wakes this caller through
+            // `on_settle`.
+            Ok(_) if self.contained.is_some() => None,
             Ok(w) => Some(self.settle(Some(w), pidfd)),
             Err(_) => Some(self.settle(None, pidfd)),
         }
@@ -380,6 +607,17 @@ pub fn register(
     sweep_group: bool,
     seed: IdentitySeed,
 ) -> Arc<Watched> {
+    register_contained(pid, pgid, sweep_group, seed, None)
+}
+
+/// [`register`] for a child born in a cgroup of its own.
+pub fn register_contained(
+    pid: Pid,
+    pgid: Option<Pid>,
+    sweep_group: bool,
+    seed: IdentitySeed,
+    contained: Option<Contained>,
+) -> Arc<Watched> {
     let (tx, _) = watch::channel(None);
     let known = match seed {
         IdentitySeed {
@@ -397,9 +635,13 @@ pub fn register(
             state: State::Running,
             identity,
             on_settle: Vec::new(),
+            draining: false,
+            final_usage: None,
         }),
         reaped: tx,
         native: AtomicBool::new(false),
+        contained,
+        settled: Condvar::new(),
     })
 }
 
@@ -412,6 +654,13 @@ pub fn watch_beside_loop(
     pidfd: Option<OwnedFd>,
     defer: std::time::Duration,
 ) -> std::io::Result<()> {
+    // A contained child is never settled by the loop (see `try_settle`):
+    // no reason to leave it to the loop first.
+    let defer = if watched.contained.is_some() {
+        std::time::Duration::ZERO
+    } else {
+        defer
+    };
     match pidfd {
         Some(fd) if crate::runtime::handle().is_ok() => {
             linux::start(watched.clone(), fd, Box::new(|_| {}), Some(defer))

@@ -41,6 +41,10 @@ struct ChildArgs {
     /// Fd to put at 0, 1, 2; -1 keeps the parent's (inherit).
     stdio: [c_int; 3],
     process_group: bool,
+    new_session: bool,
+    /// `cgroup.procs` of the child's cgroup, to write "0" (itself) into;
+    /// -1: none, or clone3 already placed it there.
+    cgroup_procs: c_int,
     death_signal: c_int,
     /// The notify pipe's write end and its fd number in the child; -1: none.
     notify: [c_int; 2],
@@ -93,7 +97,21 @@ extern "C" fn child_main(raw: *mut c_void) -> c_int {
         };
     }
 
-    if args.process_group {
+    // Into the cgroup first, before anything of the command can run (it
+    // never does before execve anyway). "0" names the writer itself.
+    if args.cgroup_procs >= 0 {
+        // SAFETY: writes one byte from a static buffer to an fd we inherited.
+        if unsafe { libc::write(args.cgroup_procs, b"0".as_ptr().cast(), 1) } != 1 {
+            child_fail(args, Stage::Cgroup);
+        }
+    }
+
+    if args.new_session {
+        // SAFETY: plain syscall on ourselves.
+        if unsafe { libc::setsid() } < 0 {
+            child_fail(args, Stage::Setsid);
+        }
+    } else if args.process_group {
         // SAFETY: plain syscall on ourselves.
         if unsafe { libc::setpgid(0, 0) } != 0 {
             child_fail(args, Stage::Setpgid);
@@ -294,6 +312,18 @@ impl Drop for KeepDumpable {
     }
 }
 
+/// Set once clone3 or its CLONE_INTO_CGROUP was refused: not asked again.
+static NO_CLONE3: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `PROCWARD_NO_CLONE3=1` (read once) forces the `cgroup.procs` path, so
+/// the tests can prove it where clone3 works.
+fn use_clone3() -> bool {
+    static FORCED_OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    super::clone3::supported()
+        && !NO_CLONE3.load(Ordering::Relaxed)
+        && !*FORCED_OFF.get_or_init(|| std::env::var_os("PROCWARD_NO_CLONE3").is_some())
+}
+
 /// Runs on the spawner thread (signals blocked). `stack` is that thread's
 /// reusable child stack.
 pub fn clone_exec(
@@ -303,13 +333,15 @@ pub fn clone_exec(
 ) -> Result<RawChild, SpawnError> {
     let argv = null_terminated(&prep.argv);
     let envp = null_terminated(&prep.envp);
-    let args = ChildArgs {
+    let mut args = ChildArgs {
         path: prep.path.as_ptr(),
         argv: argv.as_ptr(),
         envp: envp.as_ptr(),
         cwd: prep.cwd.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
         stdio: [0, 1, 2].map(|i| prep.child_stdio[i].raw()),
         process_group: prep.process_group,
+        new_session: prep.new_session,
+        cgroup_procs: prep.cgroup.as_ref().map_or(-1, |c| c.procs.as_raw_fd()),
         death_signal: prep.death_signal.map_or(0, |s| s.as_raw()),
         notify: prep
             .notify
@@ -332,21 +364,64 @@ pub fn clone_exec(
     if want_pidfd {
         flags |= libc::CLONE_PIDFD;
     }
-    // SAFETY: child_main only makes async-signal-safe calls on `args`, which
-    // outlives the child's use of it (CLONE_VFORK suspends us until exec or
-    // exit); the stack is ours and unused by anyone else meanwhile; with
-    // CLONE_PIDFD the kernel writes the pidfd into `pidfd`.
-    let ret = unsafe {
-        libc::clone(
-            child_main,
-            top as *mut c_void,
-            flags,
-            &args as *const ChildArgs as *mut c_void,
-            &mut pidfd as *mut c_int,
-        )
-    };
+    // Born in its cgroup where clone3 can do it; otherwise the child writes
+    // itself into cgroup.procs before anything else (see child_main).
+    let mut ret = -1;
+    if let Some(into) = prep.cgroup.as_ref().filter(|_| use_clone3()) {
+        args.cgroup_procs = -1;
+        // SAFETY: as for clone below; the cgroup directory fd stays open
+        // until this returns (the caller holds the cgroup).
+        let res = unsafe {
+            super::clone3::clone_into(
+                child_main,
+                &args as *const ChildArgs as *mut c_void,
+                stack,
+                into.dir,
+                want_pidfd,
+                &mut pidfd,
+            )
+        };
+        match res {
+            Ok(pid) => ret = pid,
+            Err(e) => match e.raw_os_error() {
+                // Resource limits: the caller's retry (without a pidfd) or
+                // error, as for clone.
+                Some(libc::EMFILE | libc::ENFILE | libc::EAGAIN | libc::ENOMEM) => {
+                    return Err(SpawnError::os(e, Stage::Clone));
+                }
+                // No clone3 (before 5.3, or refused by a seccomp profile)
+                // or no CLONE_INTO_CGROUP (before 5.7): remembered. Anything
+                // else (the cgroup itself) is told by the portable path below.
+                errno => {
+                    if matches!(
+                        errno,
+                        Some(libc::ENOSYS | libc::EPERM | libc::E2BIG | libc::EINVAL)
+                    ) {
+                        NO_CLONE3.store(true, Ordering::Relaxed);
+                    }
+                    args.cgroup_procs = into.procs.as_raw_fd();
+                }
+            },
+        }
+    }
     if ret == -1 {
-        return Err(SpawnError::os(io::Error::last_os_error(), Stage::Clone));
+        // SAFETY: child_main only makes async-signal-safe calls on `args`,
+        // which outlives the child's use of it (CLONE_VFORK suspends us
+        // until exec or exit); the stack is ours and unused by anyone else
+        // meanwhile; with CLONE_PIDFD the kernel writes the pidfd into
+        // `pidfd`.
+        ret = unsafe {
+            libc::clone(
+                child_main,
+                top as *mut c_void,
+                flags,
+                &args as *const ChildArgs as *mut c_void,
+                &mut pidfd as *mut c_int,
+            )
+        };
+        if ret == -1 {
+            return Err(SpawnError::os(io::Error::last_os_error(), Stage::Clone));
+        }
     }
     let pid = Pid::from_raw(ret)
         .map_err(|_| SpawnError::os(io::Error::from_raw_os_error(libc::EINVAL), Stage::Clone))?;

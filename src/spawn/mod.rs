@@ -17,6 +17,8 @@
 //! otherwise hold the JS thread in `open` until one comes).
 
 #[cfg(target_os = "linux")]
+mod clone3;
+#[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
 use linux as os;
@@ -66,6 +68,21 @@ pub struct Command {
     /// The child's argv[0]; `program` when None. The program run is always
     /// the one `program` resolves to.
     pub argv0: Option<String>,
+    /// A session of its own (`setsid`) rather than a process group: the
+    /// cgroup guardian, which a terminal's Ctrl-C must not reach.
+    pub new_session: bool,
+    /// The cgroup the child is born in (Linux; see `linux::child_main`).
+    pub cgroup: Option<IntoCgroup>,
+}
+
+/// Where a contained child starts: its cgroup's directory (for `clone3`'s
+/// `CLONE_INTO_CGROUP`) and its `cgroup.procs` opened for writing (for the
+/// pre-exec child to move itself in where clone3 cannot). The caller keeps
+/// the directory open until `spawn` returns.
+#[derive(Clone, Debug)]
+pub struct IntoCgroup {
+    pub dir: RawFd,
+    pub procs: std::sync::Arc<OwnedFd>,
 }
 
 /// Where a spawn failed, for the error's `syscall` and message.
@@ -84,6 +101,9 @@ pub enum Stage {
     Spawner,
     Setgid,
     Setuid,
+    /// Entering the child's cgroup (`cgroup.procs`, or `clone3`).
+    Cgroup,
+    Setsid,
 }
 
 impl Stage {
@@ -101,6 +121,8 @@ impl Stage {
             9 => Stage::Execve,
             11 => Stage::Setgid,
             12 => Stage::Setuid,
+            13 => Stage::Cgroup,
+            14 => Stage::Setsid,
             _ => Stage::Spawner,
         }
     }
@@ -120,6 +142,8 @@ impl Stage {
             Stage::Spawner => "spawn",
             Stage::Setgid => "setgid",
             Stage::Setuid => "setuid",
+            Stage::Cgroup => "cgroup.procs",
+            Stage::Setsid => "setsid",
         }
     }
 }
@@ -170,6 +194,10 @@ pub struct Prepared {
     notify: Option<(OwnedFd, i32)>,
     uid: Option<u32>,
     gid: Option<u32>,
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    new_session: bool,
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    cgroup: Option<IntoCgroup>,
 }
 
 fn cstring(s: &str, what: &str) -> Result<CString, SpawnError> {
@@ -455,6 +483,8 @@ fn prepare(cmd: &Command) -> Result<(Prepared, ParentEnds), SpawnError> {
             notify,
             uid: cmd.uid,
             gid: cmd.gid,
+            new_session: cmd.new_session,
+            cgroup: cmd.cgroup.clone(),
         },
         (pipes, notify_read),
     ))
@@ -732,6 +762,8 @@ mod tests {
             uid: None,
             gid: None,
             argv0: None,
+            new_session: false,
+            cgroup: None,
         };
         let mut c = base.clone();
         c.args.push("a\0b".into());
@@ -758,6 +790,8 @@ mod tests {
             uid: None,
             gid: None,
             argv0: None,
+            new_session: false,
+            cgroup: None,
         };
         let child = spawn(&base, true).unwrap();
         let status = crate::sys::waitid_pid(child.pid, libc::WEXITED).unwrap();
@@ -796,6 +830,8 @@ mod tests {
                 uid: None,
                 gid: None,
                 argv0: None,
+                new_session: false,
+                cgroup: None,
             };
             let child = spawn(&cmd, false).unwrap();
             let mut notify = std::fs::File::from(child.notify.unwrap());
@@ -828,6 +864,8 @@ mod tests {
             uid: None,
             gid: None,
             argv0: None,
+            new_session: false,
+            cgroup: None,
         };
         assert!(matches!(spawn(&bad, false), Err(SpawnError::Invalid(_))));
         bad.notify_fd = None;

@@ -58,6 +58,10 @@ impl StopTarget for ChildTarget {
     }
 
     fn send(&mut self, sig: Signal) -> io::Result<bool> {
+        // A contained child's SIGKILL step is its cgroup's `cgroup.kill`.
+        if sig == Signal::KILL {
+            return self.watched.kill_all(self.group);
+        }
         self.watched.signal(sig, self.group)
     }
 

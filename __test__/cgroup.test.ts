@@ -1,0 +1,486 @@
+// Containment (Linux cgroup v2): real processes that leave their process
+// group (setsid, double fork, a uid change), real cgroups, checked through
+// /proc and the cgroup file system. Skipped, with the reason, where
+// cgroupSupport() says containment cannot work.
+import { type ChildProcess, spawnSync } from 'node:child_process'
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { describe, expect, it, onTestFinished } from 'vitest'
+import { cgroupSupport, type SupervisedProcess, Supervisor, spawnSupervised } from '../index.js'
+import {
+  aliveInProcTable,
+  childrenOf,
+  FIXTURES,
+  fdsLeftSince,
+  firstLineOf,
+  openFds,
+  sleep,
+  tempDirs,
+  trackProcesses,
+  waitFor,
+} from './helpers'
+
+const { sup, others } = trackProcesses()
+const tempDir = tempDirs('procward-cgroup-')
+const PROCWARD = join(__dirname, '..', 'index.js')
+const OWNER = join(FIXTURES, 'cgroup-owner.cjs')
+const SUPERVISOR_PROCESS = join(FIXTURES, 'supervisor-process.cjs')
+
+const support = cgroupSupport()
+const skipReason = support.available ? null : `cgroup containment unavailable here: ${support.reason}`
+
+/** Pids in a cgroup (and below it), from its cgroup.procs. */
+function members(cgroup: string): number[] {
+  return readFileSync(join(cgroup, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).map(Number)
+}
+
+/** A process's group id, from /proc (0 once it is gone). */
+function pgidOf(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1')
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2])
+  } catch {
+    return 0
+  }
+}
+
+/** This process's child cgroups under the default parent. */
+function ourCgroups(): string[] {
+  if (!support.parent || !existsSync(support.parent)) return []
+  return readdirSync(support.parent).filter((n) => new RegExp(`^d?${process.pid}-\\d+-\\d+$`).test(n))
+}
+
+/** First JSON line a child_process child prints. */
+function jsonLine(child: ChildProcess): Promise<Record<string, unknown>> {
+  return new Promise((resolve, reject) => {
+    let buf = ''
+    child.stdout?.on('data', (d) => {
+      buf += d
+      const nl = buf.indexOf('\n')
+      if (nl >= 0) resolve(JSON.parse(buf.slice(0, nl)))
+    })
+    child.once('exit', (code, signal) => reject(new Error(`exited (${code ?? signal}) before a line: ${buf}`)))
+  })
+}
+
+/** Our live children other than procward's guardian (a child of this process). */
+function childrenButGuardian(): number[] {
+  return childrenOf(process.pid).filter((p) => {
+    try {
+      return !readFileSync(`/proc/${p}/cmdline`, 'latin1').startsWith('procward-guardian')
+    } catch {
+      return false
+    }
+  })
+}
+
+describe('cgroupSupport', () => {
+  it('answers the contract shape, with a reason exactly when unavailable', () => {
+    expect(Object.keys(support).sort()).toEqual(['available', 'parent', 'reason'])
+    expect(typeof support.available).toBe('boolean')
+    if (support.available) {
+      expect(support.reason).toBeNull()
+      expect(support.parent).toMatch(/^\/.*\/procward$/)
+    } else {
+      expect(support.reason).toEqual(expect.any(String))
+    }
+  })
+
+  it('as a user the hierarchy is not delegated to, says why, and a contained spawn throws ERR_CGROUP_UNAVAILABLE', (ctx) => {
+    if (process.getuid?.() !== 0) return ctx.skip('needs root to run a check as nobody')
+    const code = `
+      const p = require(${JSON.stringify(PROCWARD)})
+      const out = { support: p.cgroupSupport() }
+      try { p.spawnSupervised('true', [], { cgroup: true }) } catch (e) { out.error = { code: e.code, message: e.message } }
+      console.log(JSON.stringify(out))`
+    // This node, or (when nobody may not run it, e.g. one cached under
+    // /root) the one on PATH: the check is the same native code either way.
+    let stdout = ''
+    for (const node of [process.execPath, 'node']) {
+      const r = spawnSync(node, ['-e', code], { uid: 65534, gid: 65534, encoding: 'utf8' })
+      if (r.status === 0 && r.stdout) {
+        stdout = r.stdout
+        break
+      }
+    }
+    if (stdout === '') return ctx.skip('cannot run node as nobody here')
+    const out = JSON.parse(stdout)
+    expect(out.support.available).toBe(false)
+    expect(out.support.reason).toEqual(expect.any(String))
+    expect(out.error.code).toBe('ERR_CGROUP_UNAVAILABLE')
+    expect(out.error.message).toContain(out.support.reason)
+  })
+})
+
+describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})`, () => {
+  it('kills a setsid grandchild and a double-forked daemon when the leader exits, before exit, and removes the cgroup', async () => {
+    // The leader starts a grandchild in a session of its own and a daemon
+    // whose parent exits at once (reparented, out of the group), prints
+    // ready, and exits when its stdin closes.
+    const p = sup('sh', ['-c', 'setsid sleep 1000 & (setsid sleep 1001 & ) ; echo ready; read x || true'], {
+      cgroup: true,
+      stdio: ['pipe', 'pipe', 'inherit'],
+    })
+    const cgroup = p.cgroup as string
+    expect(cgroup).toMatch(new RegExp(`^${support.parent}/${process.pid}-\\d+-\\d+$`))
+    expect(await firstLineOf(p)).toBe('ready')
+    // Both left the leader's group (once their setsid ran): a group sweep
+    // alone would miss them.
+    let pids: number[] = []
+    await waitFor(
+      () => {
+        pids = members(cgroup)
+        const strays = pids.filter((pid) => pid !== p.pid)
+        return strays.length === 2 && strays.every((pid) => pgidOf(pid) !== p.pid)
+      },
+      5000,
+      'a grandchild and a daemon out of the group, in the cgroup',
+    )
+    const atExit = new Promise<{ alive: number[]; dirExists: boolean; cgroup: string | null }>((resolve) =>
+      p.once('exit', () =>
+        resolve({ alive: pids.filter(aliveInProcTable), dirExists: existsSync(cgroup), cgroup: p.cgroup }),
+      ),
+    )
+    p.stdin?.end()
+    const seen = await atExit
+    expect(seen).toEqual({ alive: [], dirExists: false, cgroup: null })
+    expect(p.exitInfo).toMatchObject({ code: 0 })
+    expect(p.resourceUsage().cpuUsec).toEqual(expect.any(Number))
+  })
+
+  it('control: without cgroup the same tree escapes the group sweep (what the test above would see)', async () => {
+    const p = sup('sh', ['-c', 'setsid sleep 1000 & echo $!; read x || true'], { stdio: ['pipe', 'pipe', 'inherit'] })
+    const stray = Number(await firstLineOf(p))
+    others.track(stray)
+    await waitFor(() => pgidOf(stray) !== p.pid && pgidOf(stray) !== 0, 5000, 'the setsid to run')
+    p.stdin?.end()
+    await p.exited
+    expect(aliveInProcTable(stray)).toBe(true)
+  })
+
+  it('stop() kills a member that left the group and ignores SIGTERM: killed, everything gone', async () => {
+    // Leader and member both ignore SIGTERM; the member is in its own session.
+    const p = sup(
+      'sh',
+      [
+        '-c',
+        `trap '' TERM; setsid sh -c "trap '' TERM; while :; do sleep 1; done" & echo ready; while :; do sleep 1; done`,
+      ],
+      { cgroup: true, stdio: ['ignore', 'pipe', 'inherit'] },
+    )
+    const cgroup = p.cgroup as string
+    expect(await firstLineOf(p)).toBe('ready')
+    let pids: number[] = []
+    await waitFor(
+      () => {
+        pids = members(cgroup)
+        return pids.some((pid) => pid !== p.pid && pgidOf(pid) !== p.pid)
+      },
+      5000,
+      'the member out of the group, in the cgroup',
+    )
+    const r = await p.stop({ graceMs: 200, killTimeoutMs: 3000 })
+    expect(r.outcome).toBe('killed')
+    expect(r.signals).toEqual(['SIGTERM', 'SIGKILL'])
+    expect(pids.filter(aliveInProcTable)).toEqual([])
+    expect(existsSync(cgroup)).toBe(false)
+  })
+
+  it('kills a contained grandchild that dropped to nobody when its owner is SIGKILLed', async () => {
+    // The grandchild changes uid (which clears a death signal) and session:
+    // only the guardian's cgroup.kill can reach it.
+    const owner = others.spawn(process.execPath, [
+      OWNER,
+      PROCWARD,
+      'sh',
+      JSON.stringify(['-c', 'setpriv --reuid=65534 --regid=65534 --clear-groups setsid sleep 1000 & echo $!; wait']),
+      JSON.stringify({ cgroup: true }),
+    ])
+    const info = await jsonLine(owner)
+    const cgroup = info.cgroup as string
+    const grandchild = Number(info.line)
+    await waitFor(
+      () => readFileSync(`/proc/${grandchild}/status`, 'latin1').includes('Uid:\t65534'),
+      5000,
+      'the grandchild to run as nobody',
+    )
+    expect(members(cgroup)).toContain(grandchild)
+    owner.kill('SIGKILL')
+    await waitFor(() => !aliveInProcTable(grandchild), 5000, 'the guardian to kill the grandchild')
+    await waitFor(() => !existsSync(cgroup), 15_000, 'the guardian to remove the cgroup')
+  })
+
+  it('a successor supervisor kills the whole recorded cgroup of a SIGKILLed one', async () => {
+    const stateFile = join(tempDir(), 'state.json')
+    const options = {
+      command: 'sh',
+      args: ['-c', 'setsid sleep 1000 & (setsid sleep 1001 &); exec sleep 1002'],
+      stateFile,
+      restart: 'never',
+      // Outlives its supervisor (no death signal, no guardian): only the
+      // successor's takeover can end it.
+      spawn: { cgroup: true, parentDeathSignal: false },
+    }
+    const first = others.spawn(process.execPath, [SUPERVISOR_PROCESS, PROCWARD, JSON.stringify(options)])
+    const lines: Record<string, unknown>[] = []
+    let buf = ''
+    first.stdout?.on('data', (d) => {
+      buf += d
+      let nl = buf.indexOf('\n')
+      while (nl >= 0) {
+        lines.push(JSON.parse(buf.slice(0, nl)))
+        buf = buf.slice(nl + 1)
+        nl = buf.indexOf('\n')
+      }
+    })
+    await waitFor(() => lines.some((l) => l.event === 'started'), 10_000, 'the first supervisor to start')
+    // The state file is written off the JS thread: wait for the child's record.
+    const record = () => {
+      try {
+        return JSON.parse(readFileSync(stateFile, 'utf8'))
+      } catch {
+        return null
+      }
+    }
+    await waitFor(() => record()?.child?.cgroup != null, 5000, 'the recorded cgroup')
+    const cg = record().child.cgroup as { path: string; id: number }
+    // A failed run must not leave the unguarded cgroup behind.
+    onTestFinished(async () => {
+      if (!existsSync(cg.path)) return
+      writeFileSync(join(cg.path, 'cgroup.kill'), '1')
+      await waitFor(() => members(cg.path).length === 0, 5000, 'the leftover cgroup to empty')
+      rmdirSync(cg.path)
+    })
+    expect(cg.path).toMatch(/\/d\d+-\d+-\d+$/)
+    expect(cg.id).toBe(Number(spawnSync('stat', ['-c', '%i', cg.path], { encoding: 'utf8' }).stdout.trim()))
+    let pids: number[] = []
+    // The three sleeps (not a shell on its way to exec or to exit).
+    const comm = (pid: number) => {
+      try {
+        return readFileSync(`/proc/${pid}/comm`, 'latin1').trim()
+      } catch {
+        return ''
+      }
+    }
+    await waitFor(
+      () => {
+        pids = members(cg.path)
+        return pids.length === 3 && pids.every((pid) => comm(pid) === 'sleep')
+      },
+      5000,
+      'three sleeps in the cgroup',
+    )
+    first.kill('SIGKILL')
+    await new Promise((r) => first.once('exit', r))
+    await sleep(100)
+    expect(pids.filter(aliveInProcTable).length).toBe(pids.length) // nothing else killed them
+    const takeovers: unknown[] = []
+    const successor = new Supervisor({ command: 'sleep', args: ['1000'], stateFile, restart: 'never' })
+    successor.on('takeover', (t) => takeovers.push(t))
+    try {
+      await successor.start()
+      expect(takeovers).toHaveLength(1)
+      expect(pids.filter(aliveInProcTable)).toEqual([])
+      await waitFor(() => !existsSync(cg.path), 5000, 'the recorded cgroup to be removed')
+    } finally {
+      await successor.stop({ signal: 'SIGKILL' })
+    }
+  })
+
+  it('without clone3 (the cgroup.procs path) the child is inside before it execs, and all is killed at its exit', async () => {
+    // A fresh process reads PROCWARD_NO_CLONE3 at its first contained spawn.
+    const code = `
+      const p = require(${JSON.stringify(PROCWARD)})
+      const c = p.spawnSupervised('sh', ['-c', 'cat /proc/self/cgroup; setsid sleep 1000 & echo $!; read x || true'], { cgroup: true, stdio: ['pipe', 'pipe', 'inherit'] })
+      let out = ''
+      c.stdout.on('data', (d) => (out += d))
+      // Read while the leader waits on its stdin (it lives until then).
+      const cgroup = c.cgroup
+      c.stdin.end()
+      // The output is complete once stdout closes (it may come after the exit).
+      Promise.all([c.exited, new Promise((r) => c.stdout.once('close', r))]).then(() => {
+        const member = Number(out.trim().split('\\n').pop())
+        const stat = require('node:fs').existsSync('/proc/' + member + '/stat') ? require('node:fs').readFileSync('/proc/' + member + '/stat', 'latin1') : ''
+        const state = stat ? stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) : null
+        console.log(JSON.stringify({ cgroup, out, member, state, dirExists: require('node:fs').existsSync(cgroup) }))
+      })`
+    const child = others.spawn(process.execPath, ['-e', code], { env: { ...process.env, PROCWARD_NO_CLONE3: '1' } })
+    const r = (await jsonLine(child)) as {
+      cgroup: string
+      out: string
+      member: number
+      state: string | null
+      dirExists: boolean
+    }
+    // The shell saw itself in the child's cgroup (the v2 line, relative to the hierarchy).
+    const v2 = r.out.split('\n').find((l) => l.startsWith('0::')) as string
+    expect(r.cgroup.endsWith(v2.slice(3))).toBe(true)
+    expect(r.member).toBeGreaterThan(0)
+    expect(r.state === null || r.state === 'Z').toBe(true)
+    expect(r.dirExists).toBe(false)
+  })
+
+  it('procward run --cgroup contains the daemon: a setsid child dies with it', async () => {
+    const child = others.spawn(process.execPath, [
+      join(__dirname, '..', 'bin', 'procward.js'),
+      'run',
+      '--cgroup',
+      '--restart',
+      'never',
+      '--',
+      'sh',
+      '-c',
+      'setsid sleep 1000 & echo $!; sleep 0.2; exit 3',
+    ])
+    let out = ''
+    child.stdout?.on('data', (d) => (out += d))
+    const status = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)))
+    expect(status).toBe(3)
+    const member = Number(out.trim())
+    expect(member).toBeGreaterThan(0)
+    expect(aliveInProcTable(member)).toBe(false)
+  })
+
+  it('a guardian killed by hand is replaced at the next contained spawn', async () => {
+    await sup('true', [], { cgroup: true }).exited
+    const guardians = () =>
+      childrenOf(process.pid).filter((p) => {
+        try {
+          return readFileSync(`/proc/${p}/cmdline`, 'latin1').startsWith('procward-guardian')
+        } catch {
+          return false
+        }
+      })
+    const [first] = guardians()
+    expect(first).toBeGreaterThan(0)
+    process.kill(first as number, 'SIGKILL')
+    // Reaped natively (no zombie child is left for the harness to find).
+    await waitFor(() => !guardians().includes(first as number), 5000, 'the guardian to die')
+    // Found dead at the next contained spawn, zombie or not, and replaced.
+    const p = sup('sleep', ['1000'], { cgroup: true })
+    const [second] = guardians()
+    expect(second).toBeGreaterThan(0)
+    expect(second).not.toBe(first)
+    await p.stop({ signal: 'SIGKILL' })
+    // Reaped natively: no zombie child is left for the harness to find.
+    await waitFor(() => !childrenOf(process.pid).includes(first as number), 5000, 'the dead guardian to be reaped')
+  })
+
+  it('refuses a bad parent with a clear error: nothing created, nothing started', () => {
+    const dir = tempDir()
+    const before = childrenButGuardian()
+    const cases: [unknown, string, RegExp][] = [
+      [{ parent: 'relative/path' }, 'ERR_INVALID_ARG_VALUE', /absolute path/],
+      [{ parent: '/nonexistent/procward-cgroup' }, 'ERR_INVALID_ARG_VALUE', /nonexistent/],
+      [{ parent: dir }, 'ERR_INVALID_ARG_VALUE', /not a directory of a cgroup v2 hierarchy/],
+      [{ parent: 42 }, 'ERR_INVALID_ARG_TYPE', /options\.cgroup\.parent/],
+      [{ path: '/x' }, 'ERR_INVALID_ARG_VALUE', /options\.cgroup\.path/],
+      ['/sys/fs/cgroup/x', 'ERR_INVALID_ARG_TYPE', /options\.cgroup must be a boolean or an object/],
+    ]
+    for (const [cgroup, code, message] of cases) {
+      let err: (Error & { code?: string }) | null = null
+      try {
+        spawnSupervised('sleep', ['1000'], { cgroup } as object)
+      } catch (e) {
+        err = e as Error & { code?: string }
+      }
+      expect(err, JSON.stringify(cgroup)).toBeInstanceOf(TypeError)
+      expect(err?.code).toBe(code)
+      expect(err?.message).toMatch(message)
+    }
+    expect(readdirSync(dir)).toEqual([])
+    expect(childrenButGuardian()).toEqual(before)
+  })
+
+  it('an explicit parent takes the child there', async () => {
+    const parent = support.parent as string
+    const p = sup('sleep', ['1000'], { cgroup: { parent } })
+    expect(p.cgroup?.startsWith(`${parent}/`)).toBe(true)
+    expect(members(p.cgroup as string)).toEqual([p.pid])
+    await p.stop({ signal: 'SIGKILL' })
+  })
+
+  it('reports usage: CPU time always, memory and pids where those controllers are on', async () => {
+    const p = sup('sh', ['-c', 'i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; echo done; sleep 1000'], {
+      cgroup: true,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    })
+    const cgroup = p.cgroup as string
+    expect(await firstLineOf(p)).toBe('done')
+    const controllers = readFileSync(join(cgroup, 'cgroup.controllers'), 'utf8').split(/\s+/)
+    const u = p.resourceUsage()
+    expect(u.cpuUsec).toBeGreaterThan(0)
+    expect(u.memoryBytes === null).toBe(!controllers.includes('memory'))
+    expect(u.pids === null).toBe(!controllers.includes('pids'))
+    await p.stop({ signal: 'SIGKILL' })
+    // After the removal: the last reading, not an error.
+    expect(p.resourceUsage().cpuUsec).toBeGreaterThanOrEqual(u.cpuUsec as number)
+    const plain = sup('true', [])
+    expect(plain.cgroup).toBeNull()
+    expect(plain.resourceUsage()).toEqual({ cpuUsec: null, memoryBytes: null, pids: null })
+    await plain.exited
+  })
+
+  it('1000 contained spawn/exit cycles leave no cgroup directory and no fd behind', async () => {
+    // The guardian (one per process) and its pipe exist after the first.
+    await sup('true', [], { cgroup: true }).exited
+    const fdsBefore = openFds()
+    const dirsBefore = ourCgroups()
+    const batch = 10
+    for (let i = 0; i < 1000; i += batch) {
+      const ps: SupervisedProcess[] = []
+      for (let j = 0; j < batch; j++) ps.push(spawnSupervised('true', [], { cgroup: true }))
+      const infos = await Promise.all(ps.map((p) => p.exited))
+      for (const info of infos) expect(info.code).toBe(0)
+    }
+    expect(ourCgroups()).toEqual(dirsBefore)
+    expect(await fdsLeftSince(fdsBefore)).toEqual([])
+  }, 120_000)
+
+  it('an exit waits for the cgroup only within killTimeoutMs (a member stuck), and the cgroup goes once it empties', async (ctx) => {
+    // A task frozen by the cgroup-v1 freezer cannot act on SIGKILL until
+    // thawed, like one in uninterruptible sleep (v2's own freezer lets a
+    // SIGKILL through, so it would not stand for one).
+    const root = '/sys/fs/cgroup/freezer'
+    if (process.getuid?.() !== 0 || !existsSync(`${root}/cgroup.procs`)) {
+      return ctx.skip('needs root and the cgroup-v1 freezer')
+    }
+    const freezer = `${root}/procward-cgroup-test-${process.pid}`
+    mkdirSync(freezer)
+    try {
+      const p = sup('sh', ['-c', 'setsid sleep 1000 & echo ready; read x'], {
+        cgroup: true,
+        stdio: ['pipe', 'pipe', 'inherit'],
+        stop: { killTimeoutMs: 300 },
+      })
+      const cgroup = p.cgroup as string
+      expect(await firstLineOf(p)).toBe('ready')
+      let pids: number[] = []
+      await waitFor(
+        () => {
+          pids = members(cgroup)
+          return pids.length >= 2
+        },
+        5000,
+        'the member in the cgroup',
+      )
+      const member = pids.find((pid) => pid !== p.pid) as number
+      writeFileSync(`${freezer}/cgroup.procs`, String(member))
+      writeFileSync(`${freezer}/freezer.state`, 'FROZEN')
+      await waitFor(() => readFileSync(`${freezer}/freezer.state`, 'utf8').trim() === 'FROZEN', 5000, 'the freeze')
+      const atExit = new Promise<{ memberAlive: boolean; dirExists: boolean }>((resolve) =>
+        p.once('exit', () => resolve({ memberAlive: aliveInProcTable(member), dirExists: existsSync(cgroup) })),
+      )
+      p.stdin?.end()
+      // The exit came after the bound although the member still lives.
+      expect(await atExit).toEqual({ memberAlive: true, dirExists: true })
+      writeFileSync(`${freezer}/freezer.state`, 'THAWED')
+      await waitFor(() => !aliveInProcTable(member), 5000, 'the thawed member to die of the pending kill')
+      await waitFor(() => !existsSync(cgroup), 5000, 'the cgroup to be removed once empty')
+    } finally {
+      writeFileSync(`${freezer}/freezer.state`, 'THAWED')
+      await waitFor(() => readFileSync(`${freezer}/cgroup.procs`, 'utf8').trim() === '', 5000, 'the freezer to empty')
+      rmdirSync(freezer)
+    }
+  })
+})

@@ -1,0 +1,171 @@
+//! The guardian: kills this process's contained children when this process
+//! dies, by any means — SIGKILL and a crash included, where no code of ours
+//! runs. `PR_SET_PDEATHSIG` cannot do it: it reaches only the child itself,
+//! and the kernel clears it when a daemon changes its uid.
+//!
+//! Mechanism: one small `/bin/sh` per process, in a session of its own (a
+//! terminal's Ctrl-C or a kill of our process group does not reach it),
+//! reads a pipe whose only write end this process holds (close-on-exec, so
+//! no child inherits it). Each line names a parent directory our children's
+//! cgroups live in. When the pipe reaches EOF — the kernel closes our end
+//! as we die — it writes `1` to `cgroup.kill` of every cgroup there whose
+//! name starts with our prefix (`<pid>-<start tick>-`, unique to this
+//! process for the boot), then removes them once empty. A child spawned with
+//! `parentDeathSignal: false` is named without the prefix and left alone.
+//!
+//! Why a shell and not a fork of this process: a fork of Node without exec
+//! would pin a copy-on-write image of the whole heap for as long as it
+//! lives, and would show Node's environment; `sh` costs about a megabyte,
+//! gets an environment of its own (just PATH), and is started once, through
+//! the same clone-and-exec path as every child. Its removal loop after our
+//! death retries `rmdir` every 100 ms for at most 10 s: it runs only then,
+//! and a shell has no way to wait on `cgroup.events`.
+//!
+//! The guardian is our child: a native watcher reaps it if it ever dies
+//! before us (killed by hand), and the next contained spawn starts another
+//! and tells it every directory again.
+
+use std::collections::BTreeSet;
+use std::io::{self, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use crate::exit_watch::{self, Watched};
+use crate::spawn::{self, Command, Stdio};
+
+const SCRIPT: &str = r#"p=$1
+dirs=
+while IFS= read -r d; do dirs="$dirs$d
+"; done
+each() {
+  printf '%s' "$dirs" | while IFS= read -r d; do
+    for c in "$d/$p"*; do [ -d "$c" ] && "$@" "$c"; done
+  done 2>/dev/null
+}
+kill1() { echo 1 > "$1/cgroup.kill"; }
+rm1() { rmdir "$1" 2>/dev/null || echo busy; }
+each kill1
+n=0
+while [ -n "$(each rm1)" ] && [ "$n" -lt 100 ]; do
+  sleep 0.1 2>/dev/null || sleep 1
+  n=$((n+1))
+done
+"#;
+
+struct Guardian {
+    write: std::fs::File,
+    watched: Arc<Watched>,
+}
+
+struct State {
+    running: Option<Guardian>,
+    dirs: BTreeSet<PathBuf>,
+}
+
+static STATE: Mutex<State> = Mutex::new(State {
+    running: None,
+    dirs: BTreeSet::new(),
+});
+
+fn start(prefix: &str) -> io::Result<Guardian> {
+    let cmd = Command {
+        program: "/bin/sh".into(),
+        args: vec![
+            "-c".into(),
+            SCRIPT.into(),
+            "procward-guardian".into(),
+            prefix.into(),
+        ],
+        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        cwd: Some("/".into()),
+        stdio: [Stdio::Pipe, Stdio::Ignore, Stdio::Ignore],
+        process_group: false,
+        death_signal: None,
+        notify_fd: None,
+        uid: None,
+        gid: None,
+        argv0: Some("procward-guardian".into()),
+        new_session: true,
+        cgroup: None,
+    };
+    let mut child = spawn::spawn(&cmd, true).map_err(|e| match e {
+        spawn::SpawnError::Os { err, .. } | spawn::SpawnError::File { err, .. } => err,
+        spawn::SpawnError::Invalid(m) => io::Error::other(m),
+    })?;
+    let write: OwnedFd = child.pipes[0]
+        .take()
+        .ok_or_else(|| io::Error::other("no pipe to the guardian"))?;
+    // Never block the JS thread on a guardian that stopped reading.
+    // SAFETY: F_GETFL/F_SETFL on an fd we own.
+    let flags = unsafe { libc::fcntl(write.as_raw_fd(), libc::F_GETFL) };
+    // SAFETY: as above.
+    unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) };
+    let watched = exit_watch::register(
+        child.pid,
+        None,
+        false,
+        crate::proc_info::IdentitySeed::default(),
+    );
+    // Reaped natively whenever it ends; nothing to tell JS.
+    if let Err(e) = exit_watch::watch(&watched, child.pidfd.take(), Box::new(|_| {})) {
+        let _ = crate::sys::kill(child.pid, crate::pid::Signal::KILL);
+        let _ = crate::sys::waitid_pid(child.pid, libc::WEXITED);
+        return Err(e);
+    }
+    Ok(Guardian {
+        write: std::fs::File::from(write),
+        watched,
+    })
+}
+
+fn send(g: &mut Guardian, dir: &Path) -> io::Result<()> {
+    let mut line = dir.as_os_str().as_encoded_bytes().to_vec();
+    line.push(b'\n');
+    g.write.write_all(&line)
+}
+
+/// Makes sure the guardian runs and knows `dir`, before a child is spawned
+/// there. `prefix`: this process's guarded name prefix.
+pub fn guard(dir: &Path, prefix: &str) -> io::Result<()> {
+    if dir.as_os_str().as_encoded_bytes().contains(&b'\n') {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a cgroup parent path with a newline cannot be guarded",
+        ));
+    }
+    let mut state = STATE.lock().unwrap_or_else(|e| e.into_inner());
+    // Dead (a zombie counts: `has_exited` peeks with WNOWAIT) is replaced,
+    // and the new one is told every directory again. One retry: a write
+    // that fails with EPIPE (no reader left) means it died just now.
+    for attempt in 0..2 {
+        let alive = state
+            .running
+            .as_ref()
+            .is_some_and(|g| !g.watched.has_exited());
+        let res: io::Result<()> = (|| {
+            if !alive {
+                state.running = None;
+                let mut g = start(prefix)?;
+                for d in &state.dirs {
+                    send(&mut g, d)?;
+                }
+                state.running = Some(g);
+            }
+            if !state.dirs.contains(dir) {
+                let g = state.running.as_mut().expect("started above");
+                send(g, dir)?;
+                state.dirs.insert(dir.to_path_buf());
+            }
+            Ok(())
+        })();
+        match res {
+            Ok(()) => return Ok(()),
+            // EPIPE: it died. Anything else (EAGAIN: it stopped reading)
+            // keeps it: closing its pipe would make it kill our children.
+            Err(e) if attempt == 1 || e.raw_os_error() != Some(libc::EPIPE) => return Err(e),
+            Err(_) => state.running = None,
+        }
+    }
+    Ok(())
+}

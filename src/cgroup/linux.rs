@@ -1,0 +1,678 @@
+//! cgroup v2 on Linux: finding a parent we may use, creating a child's
+//! cgroup, killing it (`cgroup.kill`, Linux 5.14), waiting event-driven for
+//! it to empty (poll on `cgroup.events`, which the kernel notifies when
+//! `populated` changes), removing it, and reading its usage.
+//!
+//! Discovery. Our cgroup is the `0::` line of `/proc/self/cgroup`, and the
+//! v2 hierarchy is the `cgroup2` mount in `/proc/self/mountinfo` (a hybrid
+//! system mounts it at `/sys/fs/cgroup/unified`, a pure v2 one at
+//! `/sys/fs/cgroup`). The default parent is a `procward` cgroup *beside*
+//! ours (below the root when we sit in the root): never below ours, and we
+//! are never moved. The "no internal processes" rule forbids a cgroup that
+//! holds processes to hand controllers to its children; a sibling that only
+//! ever holds children's cgroups has no processes of its own, so memory and
+//! pids can be enabled there where the hierarchy offers them. A child's
+//! own cgroup is a fresh leaf: a process may always enter it.
+//!
+//! Permission. Moving a process between cgroups needs write access to
+//! `cgroup.procs` of the common ancestor of both, and creating needs write
+//! access to the parent directory: what systemd's delegation (`Delegate=`,
+//! a user's `user@.service`) grants. Both are checked with the effective
+//! ids (`faccessat(AT_EACCESS)`), which also sees a read-only mount.
+//!
+//! Identity. A cgroup is recorded by path and id (its directory's inode,
+//! the kernel's cgroup id): a path can be removed and made again.
+
+use std::ffi::CString;
+use std::io::{self, Read};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use super::parse;
+use super::{CgroupError, Support, Usage};
+
+const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
+
+fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+fn cpath(p: &Path) -> io::Result<CString> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+fn writable(p: &Path) -> io::Result<()> {
+    let c = cpath(p)?;
+    // SAFETY: faccessat reads a NUL-terminated path we own.
+    cvt(unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::W_OK, libc::AT_EACCESS) })
+        .map(drop)
+}
+
+fn is_cgroup2(p: &Path) -> io::Result<bool> {
+    let c = cpath(p)?;
+    let mut st = std::mem::MaybeUninit::<libc::statfs>::zeroed();
+    // SAFETY: statfs fills the buffer we own from a NUL-terminated path.
+    cvt(unsafe { libc::statfs(c.as_ptr(), st.as_mut_ptr()) })?;
+    // SAFETY: statfs succeeded, so the buffer is initialised.
+    let st = unsafe { st.assume_init() };
+    // f_type is i64 with glibc and u64 (or 32 bits) elsewhere.
+    #[allow(clippy::unnecessary_cast)]
+    let t = st.f_type as i64;
+    Ok(t == CGROUP2_SUPER_MAGIC)
+}
+
+fn kernel_release() -> String {
+    // SAFETY: a zeroed utsname is valid storage for uname.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: uname fills the struct we own.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return String::new();
+    }
+    let bytes: Vec<u8> = u
+        .release
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Where the hierarchy is and where we are in it.
+struct Place {
+    mounts: Vec<parse::Mount>,
+    own: PathBuf,
+    own_mount: parse::Mount,
+}
+
+fn place() -> Result<Place, String> {
+    if !parse::kernel_at_least(&kernel_release(), 5, 14) {
+        return Err(format!(
+            "Linux {} has no cgroup.kill (needs Linux 5.14 or later)",
+            kernel_release()
+        ));
+    }
+    let cg = std::fs::read_to_string("/proc/self/cgroup")
+        .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
+    let own = parse::own_v2_path(&cg)
+        .ok_or("no cgroup v2 hierarchy: /proc/self/cgroup has no 0:: line (cgroup v1 only)")?
+        .to_owned();
+    let mi = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+    let mounts = parse::v2_mounts(&mi);
+    if mounts.is_empty() {
+        return Err("cgroup v2 is not mounted (no cgroup2 entry in /proc/self/mountinfo)".into());
+    }
+    let (own_path, own_mount) = parse::fs_path(&mounts, &own).ok_or_else(|| {
+        format!("this process's cgroup {own} is not visible under any cgroup2 mount")
+    })?;
+    Ok(Place {
+        mounts,
+        own: own_path,
+        own_mount,
+    })
+}
+
+/// The common ancestor of two paths (both under one mount point).
+fn common_ancestor(a: &Path, b: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for (x, y) in a.components().zip(b.components()) {
+        if x != y {
+            break;
+        }
+        out.push(x);
+    }
+    out
+}
+
+/// Why `parent` cannot take children that this process moves there, or Ok.
+/// `parent` may not exist yet (the default one is made on first use); then
+/// its would-be parent directory must be writable.
+fn check_writable(place: &Place, parent: &Path) -> Result<(), String> {
+    let mount = parse::mount_of(&place.mounts, parent)
+        .ok_or_else(|| format!("{} is not under a cgroup2 mount", parent.display()))?;
+    if mount.read_only {
+        return Err(format!(
+            "cgroup2 is mounted read-only at {} (a container without a writable cgroup)",
+            mount.point.display()
+        ));
+    }
+    if mount.point != place.own_mount.point {
+        return Err(format!(
+            "{} is in another cgroup2 mount than this process's cgroup",
+            parent.display()
+        ));
+    }
+    let (target, what) = if parent.exists() {
+        (parent.to_path_buf(), "")
+    } else {
+        let up = parent.parent().unwrap_or(parent).to_path_buf();
+        (up, " (to create the procward cgroup in)")
+    };
+    writable(&target).map_err(|e| {
+        format!(
+            "{}{what} is not writable by this process ({}): it is not delegated to uid {} \
+             (run under a delegated cgroup, e.g. systemd-run --user, or pass cgroup: {{ parent }} \
+             naming one)",
+            target.display(),
+            crate::errors::errno_name(e.raw_os_error().unwrap_or(0)),
+            // SAFETY: geteuid takes no arguments and cannot fail.
+            unsafe { libc::geteuid() }
+        )
+    })?;
+    let ancestor = common_ancestor(&place.own, parent);
+    let procs = ancestor.join("cgroup.procs");
+    writable(&procs).map_err(|e| {
+        format!(
+            "{} is not writable ({}): a child cannot be moved from this process's cgroup {} to {}",
+            procs.display(),
+            crate::errors::errno_name(e.raw_os_error().unwrap_or(0)),
+            place.own.display(),
+            parent.display()
+        )
+    })
+}
+
+fn default_parent(place: &Place) -> PathBuf {
+    // Beside ours; below the root (of the mount) when we are in it.
+    let base = if place.own == place.own_mount.point {
+        place.own.clone()
+    } else {
+        place
+            .own
+            .parent()
+            .map_or_else(|| place.own.clone(), Path::to_path_buf)
+    };
+    base.join("procward")
+}
+
+/// Can this process create child cgroups under the default parent? No side
+/// effect: the parent is made only by the first contained spawn.
+pub fn support() -> Support {
+    let place = match place() {
+        Ok(p) => p,
+        Err(reason) => return Support::no(None, reason),
+    };
+    let parent = default_parent(&place);
+    match check_writable(&place, &parent) {
+        Ok(()) => Support::yes(parent),
+        Err(reason) => Support::no(Some(parent), reason),
+    }
+}
+
+/// The default parent, made (and its controllers enabled) on first use and
+/// remembered once it works.
+fn ensure_default_parent() -> Result<PathBuf, CgroupError> {
+    static MADE: OnceLock<PathBuf> = OnceLock::new();
+    if let Some(p) = MADE.get() {
+        return Ok(p.clone());
+    }
+    let place = place().map_err(CgroupError::Unavailable)?;
+    let parent = default_parent(&place);
+    check_writable(&place, &parent).map_err(CgroupError::Unavailable)?;
+    match std::fs::create_dir(&parent) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => {
+            return Err(CgroupError::Unavailable(format!(
+                "cannot create {}: {e}",
+                parent.display()
+            )))
+        }
+    }
+    enable_controllers(&parent);
+    Ok(MADE.get_or_init(|| parent).clone())
+}
+
+/// Best effort: hand memory and pids to the children of our own `procward`
+/// cgroup where the hierarchy offers them (listed in its
+/// `cgroup.controllers`). It holds no process, so the "no internal
+/// processes" rule allows it; where it fails, usage reports null for them.
+fn enable_controllers(parent: &Path) {
+    let Ok(offered) = std::fs::read_to_string(parent.join("cgroup.controllers")) else {
+        return;
+    };
+    let enabled =
+        std::fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
+    for c in ["memory", "pids"] {
+        if offered.split_whitespace().any(|o| o == c) && !enabled.split_whitespace().any(|o| o == c)
+        {
+            let _ = std::fs::write(parent.join("cgroup.subtree_control"), format!("+{c}"));
+        }
+    }
+}
+
+/// A caller's `parent`: an existing directory of the cgroup2 hierarchy this
+/// process may use. Nothing is created for it.
+fn explicit_parent(parent: &Path) -> Result<PathBuf, CgroupError> {
+    if !parent.is_absolute() {
+        return Err(CgroupError::BadParent(format!(
+            "cgroup.parent must be an absolute path, got {:?}",
+            parent.display().to_string()
+        )));
+    }
+    let meta = std::fs::metadata(parent)
+        .map_err(|e| CgroupError::BadParent(format!("cgroup.parent {}: {e}", parent.display())))?;
+    if !meta.is_dir() || !is_cgroup2(parent).unwrap_or(false) {
+        return Err(CgroupError::BadParent(format!(
+            "cgroup.parent {} is not a directory of a cgroup v2 hierarchy",
+            parent.display()
+        )));
+    }
+    let place = place().map_err(CgroupError::Unavailable)?;
+    check_writable(&place, parent).map_err(CgroupError::Unavailable)?;
+    Ok(parent.to_path_buf())
+}
+
+/// Where a new child's cgroup goes: `parent` if given, else the default.
+pub fn resolve_parent(parent: Option<&Path>) -> Result<PathBuf, CgroupError> {
+    match parent {
+        Some(p) => explicit_parent(p),
+        None => ensure_default_parent(),
+    }
+}
+
+/// This process's pid and start tick, for child cgroup names.
+pub fn owner() -> (i32, u64) {
+    static OWNER: OnceLock<(i32, u64)> = OnceLock::new();
+    *OWNER.get_or_init(|| {
+        let pid = std::process::id() as i32;
+        let tick = std::fs::read("/proc/self/stat")
+            .ok()
+            .and_then(|b| crate::proc_info::stat::parse(&b).ok())
+            .map_or(0, |s| s.start_time);
+        (pid, tick)
+    })
+}
+
+/// One child's cgroup, from creation to removal.
+pub struct Cgroup {
+    path: PathBuf,
+    id: u64,
+    /// The directory (for `clone3`'s `CLONE_INTO_CGROUP`, and to reach its
+    /// files without resolving the path again); closed once it is removed,
+    /// so a handle JS keeps around holds no fd.
+    dir: std::sync::Mutex<Option<OwnedFd>>,
+}
+
+fn gone() -> io::Error {
+    io::Error::from_raw_os_error(libc::ENOENT)
+}
+
+fn open_at(dir: BorrowedFd<'_>, name: &std::ffi::CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
+    // SAFETY: openat with a NUL-terminated name relative to a dir fd we hold.
+    let fd = cvt(unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags | libc::O_CLOEXEC) })?;
+    // SAFETY: the kernel just gave us this fd.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+fn read_at(dir: BorrowedFd<'_>, name: &std::ffi::CStr) -> io::Result<String> {
+    let mut f = std::fs::File::from(open_at(dir, name, libc::O_RDONLY)?);
+    let mut s = String::new();
+    f.read_to_string(&mut s)?;
+    Ok(s)
+}
+
+impl Cgroup {
+    /// Makes a fresh child cgroup under `parent`. `guarded`: named so that
+    /// this process's guardian kills it when we die.
+    pub fn create(parent: &Path, guarded: bool) -> Result<Cgroup, CgroupError> {
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        let (pid, tick) = owner();
+        let made = loop {
+            let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+            let path = parent.join(parse::child_name(pid, tick, seq, guarded));
+            match std::fs::create_dir(&path) {
+                Ok(()) => break path,
+                // Left by an earlier process with our pid and start tick?
+                // Impossible within a boot; but never reuse one.
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => {
+                    return Err(CgroupError::Io(e, "mkdir", path));
+                }
+            }
+        };
+        let c = cpath(&made).map_err(|e| CgroupError::Io(e, "open", made.clone()))?;
+        // SAFETY: open of a NUL-terminated path we own.
+        let fd = unsafe {
+            libc::open(
+                c.as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            let e = io::Error::last_os_error();
+            let _ = std::fs::remove_dir(&made);
+            return Err(CgroupError::Io(e, "open", made));
+        }
+        // SAFETY: the kernel just gave us this fd.
+        let dir = unsafe { OwnedFd::from_raw_fd(fd) };
+        let id = match crate::sys::inode_of(dir.as_fd()) {
+            Ok(id) => id,
+            Err(e) => {
+                let _ = std::fs::remove_dir(&made);
+                return Err(CgroupError::Io(e, "fstat", made));
+            }
+        };
+        Ok(Cgroup::with(made, id, dir))
+    }
+
+    fn with(path: PathBuf, id: u64, dir: OwnedFd) -> Cgroup {
+        Cgroup {
+            path,
+            id,
+            dir: std::sync::Mutex::new(Some(dir)),
+        }
+    }
+
+    /// Runs `f` on the open directory; ENOENT once it was removed.
+    fn at<T>(&self, f: impl FnOnce(BorrowedFd<'_>) -> io::Result<T>) -> io::Result<T> {
+        let dir = self.dir.lock().unwrap_or_else(|e| e.into_inner());
+        match dir.as_ref() {
+            Some(d) => f(d.as_fd()),
+            None => Err(gone()),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// `cgroup.procs`, opened for the pre-exec child to write itself in.
+    pub fn open_procs(&self) -> io::Result<OwnedFd> {
+        self.at(|d| open_at(d, c"cgroup.procs", libc::O_WRONLY))
+    }
+
+    /// Kills every process in the cgroup and below, at once (the kernel
+    /// walks it; a process forking meanwhile cannot escape). ENOENT/ENODEV:
+    /// it was removed already.
+    pub fn kill(&self) -> io::Result<()> {
+        self.at(kill_dir)
+    }
+
+    pub fn populated(&self) -> io::Result<bool> {
+        let text = self.at(|d| read_at(d, c"cgroup.events"))?;
+        parse::populated(&text).ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))
+    }
+
+    /// Removes the (empty) cgroup, and closes our fd of it. ENOENT: gone
+    /// already (and closed).
+    pub fn remove(&self) -> io::Result<()> {
+        let mut dir = self.dir.lock().unwrap_or_else(|e| e.into_inner());
+        if dir.is_none() {
+            return Ok(());
+        }
+        match remove_tree(&self.path) {
+            Err(e) if e.raw_os_error() != Some(libc::ENOENT) => return Err(e),
+            _ => {}
+        }
+        *dir = None;
+        Ok(())
+    }
+
+    /// CPU time from `cpu.stat` (every v2 cgroup has it), memory and pids
+    /// where those controllers are enabled for it (else None).
+    pub fn usage(&self) -> Usage {
+        let read = |name| self.at(|d| read_at(d, name)).ok();
+        Usage {
+            cpu_usec: read(c"cpu.stat").and_then(|t| parse::cpu_usage_usec(&t)),
+            memory_bytes: read(c"memory.current").and_then(|t| parse::single_u64(&t)),
+            pids: read(c"pids.current").and_then(|t| parse::single_u64(&t)),
+        }
+    }
+
+    /// `cgroup.events`, open for polling: the kernel wakes its pollers
+    /// (POLLPRI) whenever `populated` or `frozen` changes. Opened before the
+    /// state is read, so no change between the read and the wait is missed.
+    ///
+    /// Why not inotify: closing an inotify instance waits for an SRCU grace
+    /// period (about 15 ms measured here), which would stall the runtime
+    /// thread on every contained exit; poll wakes at once, and closing a
+    /// cgroup file costs nothing. The kernel rate-limits these notifications
+    /// to one per 10 ms per file, so an exit that comes within 10 ms of the
+    /// cgroup's first process may be told that much later.
+    pub fn events_file(&self) -> io::Result<OwnedFd> {
+        self.at(|d| open_at(d, c"cgroup.events", libc::O_RDONLY))
+    }
+}
+
+/// `populated` from an open `cgroup.events` (read from its start; a read
+/// also re-arms the poll). An error counts as empty: the cgroup is gone.
+fn populated_now(events: BorrowedFd<'_>) -> bool {
+    let mut buf = [0u8; 128];
+    match crate::sys::pread0(events, &mut buf) {
+        Ok(n) => parse::populated(&String::from_utf8_lossy(&buf[..n])).unwrap_or(false),
+        Err(_) => false,
+    }
+}
+
+/// Removes an empty cgroup and the (empty) cgroups a child made below it
+/// (a container runtime inside, say), deepest first: `rmdir` of a cgroup
+/// with children fails with EBUSY. Only directories are touched; the files
+/// in a cgroup directory go with it.
+fn remove_tree(path: &Path) -> io::Result<()> {
+    match std::fs::remove_dir(path) {
+        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+            for entry in std::fs::read_dir(path)?.flatten() {
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    remove_tree(&entry.path())?;
+                }
+            }
+            std::fs::remove_dir(path)
+        }
+        r => r,
+    }
+}
+
+fn kill_dir(dir: BorrowedFd<'_>) -> io::Result<()> {
+    let f = open_at(dir, c"cgroup.kill", libc::O_WRONLY)?;
+    // SAFETY: writes one byte from a static buffer to an fd we own.
+    let n = unsafe { libc::write(f.as_raw_fd(), b"1".as_ptr().cast(), 1) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Waits (async, on procward's runtime) until the cgroup is empty, or until
+/// `deadline` (None: no bound). True when empty. An error reading the state
+/// (the cgroup removed behind our back) counts as empty.
+pub async fn wait_empty(cg: &Cgroup, deadline: Option<tokio::time::Instant>) -> bool {
+    use tokio::io::unix::AsyncFd;
+    use tokio::io::Interest;
+    let Ok(events) = cg.events_file() else {
+        return true;
+    };
+    // Usually empty already (the leader alone, or members that died with
+    // the kill before we look): no registration at all then.
+    if !populated_now(events.as_fd()) {
+        return true;
+    }
+    // SAFETY: the OwnedFd moves into the AsyncFd and stays open (same fd)
+    // until the AsyncFd is dropped.
+    let afd = match unsafe { AsyncFd::register_with_interest(events, Interest::PRIORITY) } {
+        Ok(a) => a,
+        Err(e) => {
+            // The runtime's epoll refused it: a blocking wait on a worker.
+            let events = e.into_parts().0;
+            let timeout =
+                deadline.map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
+            return tokio::task::spawn_blocking(move || poll_empty(events.as_fd(), timeout))
+                .await
+                .unwrap_or(false);
+        }
+    };
+    loop {
+        if !populated_now(afd.get_ref().as_fd()) {
+            return true;
+        }
+        let ready = async {
+            match afd.ready(Interest::PRIORITY).await {
+                Ok(mut g) => {
+                    g.clear_ready();
+                    true
+                }
+                Err(_) => false,
+            }
+        };
+        let woke = match deadline {
+            Some(d) => tokio::time::timeout_at(d, ready).await.unwrap_or(false),
+            None => ready.await,
+        };
+        if !woke {
+            return !populated_now(afd.get_ref().as_fd());
+        }
+    }
+}
+
+/// The same wait, blocking this (non-JS) thread in `poll`.
+pub fn wait_empty_blocking(cg: &Cgroup, timeout: Option<Duration>) -> bool {
+    match cg.events_file() {
+        Ok(events) => poll_empty(events.as_fd(), timeout),
+        Err(_) => true,
+    }
+}
+
+fn poll_empty(events: BorrowedFd<'_>, timeout: Option<Duration>) -> bool {
+    let start = std::time::Instant::now();
+    loop {
+        if !populated_now(events) {
+            return true;
+        }
+        let left = match timeout {
+            Some(t) => match t.checked_sub(start.elapsed()) {
+                Some(l) if !l.is_zero() => l.as_millis().clamp(1, i32::MAX as u128) as i32,
+                _ => return false,
+            },
+            None => -1,
+        };
+        let mut pfd = libc::pollfd {
+            fd: events.as_raw_fd(),
+            events: libc::POLLPRI,
+            revents: 0,
+        };
+        // SAFETY: polls one pollfd we own.
+        unsafe { libc::poll(&mut pfd, 1, left) };
+    }
+}
+
+/// Removes `cg` once it empties, however long that takes (a member stuck
+/// in uninterruptible sleep): a task on procward's runtime, or a thread.
+pub fn remove_when_empty(cg: std::sync::Arc<Cgroup>) {
+    if let Ok(rt) = crate::runtime::handle() {
+        rt.spawn(async move {
+            wait_empty(&cg, None).await;
+            let _ = cg.remove();
+        });
+    } else {
+        let _ = std::thread::Builder::new()
+            .name("procward-cgroup".into())
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                wait_empty_blocking(&cg, None);
+                let _ = cg.remove();
+            });
+    }
+}
+
+/// A cgroup recorded earlier (a dead supervisor's state file): kill it and
+/// remove it once empty, but only if it is still the one recorded — the
+/// same directory (inode = cgroup id), on a cgroup2 file system, named as
+/// procward names a child's cgroup. Ok(false): gone (or someone else's).
+pub async fn kill_recorded(path: &Path, id: u64, bound: Duration) -> Result<bool, CgroupError> {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if !path.is_absolute() || !parse::is_child_name(name) {
+        return Ok(false);
+    }
+    let c = cpath(path).map_err(|e| CgroupError::Io(e, "open", path.into()))?;
+    // SAFETY: open of a NUL-terminated path we own.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::ENOENT) | Some(libc::ENOTDIR) => Ok(false),
+            _ => Err(CgroupError::Io(e, "open", path.into())),
+        };
+    }
+    // SAFETY: the kernel just gave us this fd.
+    let dir = unsafe { OwnedFd::from_raw_fd(fd) };
+    let same = crate::sys::inode_of(dir.as_fd()).ok() == Some(id);
+    if !same || !is_cgroup2(path).unwrap_or(false) {
+        return Ok(false);
+    }
+    let cg = Cgroup::with(path.to_path_buf(), id, dir);
+    match cg.kill() {
+        Ok(()) => {}
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENODEV)) => {
+            return Ok(false)
+        }
+        Err(e) => return Err(CgroupError::Io(e, "write cgroup.kill", path.into())),
+    }
+    let deadline = tokio::time::Instant::now() + bound;
+    if wait_empty(&cg, Some(deadline)).await {
+        let _ = cg.remove();
+    } else {
+        remove_when_empty(std::sync::Arc::new(cg));
+    }
+    Ok(true)
+}
+
+/// A fresh cgroup for a child about to be spawned: under `parent` (or the
+/// default), named for the guardian when `guarded`, and that guardian told
+/// of the parent first. Nothing is left behind on failure.
+pub fn contain(
+    parent: Option<&Path>,
+    guarded: bool,
+) -> Result<std::sync::Arc<Cgroup>, CgroupError> {
+    let default = parent.is_none();
+    let parent = resolve_parent(parent)?;
+    if guarded {
+        let (pid, tick) = owner();
+        super::guardian::guard(&parent, &parse::guarded_prefix(pid, tick)).map_err(|e| {
+            CgroupError::Unavailable(format!(
+                "the guardian that kills contained children when this process dies could not start: {e}"
+            ))
+        })?;
+    }
+    match Cgroup::create(&parent, guarded) {
+        // Our default parent was removed since we made it: make it again.
+        Err(CgroupError::Io(e, "mkdir", _)) if default && e.kind() == io::ErrorKind::NotFound => {
+            match std::fs::create_dir(&parent) {
+                Err(e) if e.kind() != io::ErrorKind::AlreadyExists => {
+                    return Err(CgroupError::Io(e, "mkdir", parent));
+                }
+                _ => enable_controllers(&parent),
+            }
+            Cgroup::create(&parent, guarded)
+        }
+        r => r,
+    }
+    .map(std::sync::Arc::new)
+}
+
+impl Cgroup {
+    /// What spawn needs to start a child inside (see `spawn::IntoCgroup`).
+    pub fn into_spawn(&self) -> io::Result<crate::spawn::IntoCgroup> {
+        let dir = self.at(|d| Ok(d.as_raw_fd()))?;
+        Ok(crate::spawn::IntoCgroup {
+            dir,
+            procs: std::sync::Arc::new(self.open_procs()?),
+        })
+    }
+}

@@ -1,0 +1,79 @@
+//! Containment where there is no cgroup v2 (macOS and others): never
+//! available, and says so. No silent fallback: a `cgroup` spawn option is
+//! refused by the binding with this reason.
+
+use super::{Support, Usage};
+
+pub fn support() -> Support {
+    Support::no(
+        None,
+        format!(
+            "cgroups are a Linux mechanism; {} has none (nothing here can contain a process tree that leaves its process group)",
+            std::env::consts::OS
+        ),
+    )
+}
+
+/// Never constructed here; it keeps the exit path's types the same on
+/// every platform.
+pub struct Cgroup(std::convert::Infallible);
+
+impl Cgroup {
+    pub fn path(&self) -> &std::path::Path {
+        match self.0 {}
+    }
+
+    pub fn id(&self) -> u64 {
+        match self.0 {}
+    }
+
+    pub fn usage(&self) -> Usage {
+        match self.0 {}
+    }
+}
+
+impl Cgroup {
+    pub fn kill(&self) -> std::io::Result<()> {
+        match self.0 {}
+    }
+
+    pub fn remove(&self) -> std::io::Result<()> {
+        match self.0 {}
+    }
+}
+
+pub fn wait_empty_blocking(cg: &Cgroup, _timeout: Option<std::time::Duration>) -> bool {
+    match cg.0 {}
+}
+
+pub async fn wait_empty(cg: &Cgroup, _deadline: Option<tokio::time::Instant>) -> bool {
+    match cg.0 {}
+}
+
+pub fn remove_when_empty(cg: std::sync::Arc<Cgroup>) {
+    match cg.0 {}
+}
+
+pub fn contain(
+    _parent: Option<&std::path::Path>,
+    _guarded: bool,
+) -> Result<std::sync::Arc<Cgroup>, super::CgroupError> {
+    Err(super::CgroupError::Unavailable(
+        support().reason.unwrap_or_default(),
+    ))
+}
+
+impl Cgroup {
+    pub fn into_spawn(&self) -> std::io::Result<crate::spawn::IntoCgroup> {
+        match self.0 {}
+    }
+}
+
+/// No cgroup can have been recorded here.
+pub async fn kill_recorded(
+    _path: &std::path::Path,
+    _id: u64,
+    _bound: std::time::Duration,
+) -> Result<bool, super::CgroupError> {
+    Ok(false)
+}
