@@ -2,9 +2,10 @@
 // group (setsid, double fork, a uid change), real cgroups, checked through
 // /proc and the cgroup file system. Skipped, with the reason, where
 // cgroupSupport() says containment cannot work.
-import { type ChildProcess, spawnSync } from 'node:child_process'
+import { type ChildProcess, execFile, spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { promisify } from 'node:util'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { cgroupSupport, type SupervisedProcess, Supervisor, spawnSupervised } from '../index.js'
 import {
@@ -25,6 +26,8 @@ const tempDir = tempDirs('procward-cgroup-')
 const PROCWARD = join(__dirname, '..', 'index.js')
 const OWNER = join(FIXTURES, 'cgroup-owner.cjs')
 const SUPERVISOR_PROCESS = join(FIXTURES, 'supervisor-process.cjs')
+const CLI = join(__dirname, '..', 'bin', 'procward.js')
+const execFileP = promisify(execFile)
 
 const support = cgroupSupport()
 const skipReason = support.available ? null : `cgroup containment unavailable here: ${support.reason}`
@@ -92,7 +95,10 @@ describe('cgroupSupport', () => {
       const p = require(${JSON.stringify(PROCWARD)})
       const out = { support: p.cgroupSupport() }
       try { p.spawnSupervised('true', [], { cgroup: true }) } catch (e) { out.error = { code: e.code, message: e.message } }
-      console.log(JSON.stringify(out))`
+      // A supervisor fails at once: no crash loop of spawn errors, nothing run uncontained.
+      const sup = new p.Supervisor({ command: 'sleep', args: ['1000'], spawn: { cgroup: true } })
+      sup.start().then(() => { out.started = true }, (e) => { out.supervisor = { code: e.code, state: sup.state, restarts: sup.status().restarts } })
+        .finally(() => console.log(JSON.stringify(out)))`
     // This node, or (when nobody may not run it, e.g. one cached under
     // /root) the one on PATH: the check is the same native code either way.
     let stdout = ''
@@ -109,8 +115,87 @@ describe('cgroupSupport', () => {
     expect(out.support.reason).toEqual(expect.any(String))
     expect(out.error.code).toBe('ERR_CGROUP_UNAVAILABLE')
     expect(out.error.message).toContain(out.support.reason)
+    expect(out.supervisor).toEqual({ code: 'ERR_CGROUP_UNAVAILABLE', state: 'failed', restarts: 0 })
   })
 })
+
+/**
+ * A supervisor process with a contained daemon (a leader and two setsid'd
+ * sleeps, no death signal, so they outlive it), SIGKILLed: what it recorded.
+ */
+async function predecessorWithCgroup(): Promise<{
+  stateFile: string
+  cg: { path: string; id: number }
+  leader: number
+  pids: number[]
+}> {
+  const stateFile = join(tempDir(), 'state.json')
+  const options = {
+    command: 'sh',
+    args: ['-c', 'setsid sleep 1000 & (setsid sleep 1001 &); exec sleep 1002'],
+    stateFile,
+    restart: 'never',
+    // Outlives its supervisor (no death signal, no guardian): only the
+    // successor's takeover can end it.
+    spawn: { cgroup: true, parentDeathSignal: false },
+  }
+  const first = others.spawn(process.execPath, [SUPERVISOR_PROCESS, PROCWARD, JSON.stringify(options)])
+  const lines: Record<string, unknown>[] = []
+  let buf = ''
+  first.stdout?.on('data', (d) => {
+    buf += d
+    let nl = buf.indexOf('\n')
+    while (nl >= 0) {
+      lines.push(JSON.parse(buf.slice(0, nl)))
+      buf = buf.slice(nl + 1)
+      nl = buf.indexOf('\n')
+    }
+  })
+  await waitFor(() => lines.some((l) => l.event === 'started'), 10_000, 'the first supervisor to start')
+  // The state file is written off the JS thread: wait for the child's record.
+  const record = () => {
+    try {
+      return JSON.parse(readFileSync(stateFile, 'utf8'))
+    } catch {
+      return null
+    }
+  }
+  await waitFor(() => record()?.child?.cgroup != null, 5000, 'the recorded cgroup')
+  const cg = record().child.cgroup as { path: string; id: number }
+  // A failed run must not leave the unguarded cgroup behind.
+  onTestFinished(async () => {
+    if (!existsSync(cg.path)) return
+    writeFileSync(join(cg.path, 'cgroup.kill'), '1')
+    await waitFor(() => members(cg.path).length === 0, 5000, 'the leftover cgroup to empty')
+    rmdirSync(cg.path)
+  })
+  expect(cg.path).toMatch(/\/d\d+-\d+-\d+$/)
+  expect(cg.id).toBe(Number(spawnSync('stat', ['-c', '%i', cg.path], { encoding: 'utf8' }).stdout.trim()))
+  let pids: number[] = []
+  // The three sleeps (not a shell on its way to exec or to exit).
+  const comm = (pid: number) => {
+    try {
+      return readFileSync(`/proc/${pid}/comm`, 'latin1').trim()
+    } catch {
+      return ''
+    }
+  }
+  await waitFor(
+    () => {
+      pids = members(cg.path)
+      return pids.length === 3 && pids.every((pid) => comm(pid) === 'sleep')
+    },
+    5000,
+    'three sleeps in the cgroup',
+  )
+  first.kill('SIGKILL')
+  await new Promise((r) => first.once('exit', r))
+  await sleep(100)
+  expect(pids.filter(aliveInProcTable).length).toBe(pids.length) // nothing else killed them
+  const leader = record().child.pid as number
+  expect(pids).toContain(leader)
+  return { stateFile, cg, leader, pids }
+}
 
 describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})`, () => {
   it('kills a setsid grandchild and a double-forked daemon when the leader exits, before exit, and removes the cgroup', async () => {
@@ -211,69 +296,7 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
   })
 
   it('a successor supervisor kills the whole recorded cgroup of a SIGKILLed one', async () => {
-    const stateFile = join(tempDir(), 'state.json')
-    const options = {
-      command: 'sh',
-      args: ['-c', 'setsid sleep 1000 & (setsid sleep 1001 &); exec sleep 1002'],
-      stateFile,
-      restart: 'never',
-      // Outlives its supervisor (no death signal, no guardian): only the
-      // successor's takeover can end it.
-      spawn: { cgroup: true, parentDeathSignal: false },
-    }
-    const first = others.spawn(process.execPath, [SUPERVISOR_PROCESS, PROCWARD, JSON.stringify(options)])
-    const lines: Record<string, unknown>[] = []
-    let buf = ''
-    first.stdout?.on('data', (d) => {
-      buf += d
-      let nl = buf.indexOf('\n')
-      while (nl >= 0) {
-        lines.push(JSON.parse(buf.slice(0, nl)))
-        buf = buf.slice(nl + 1)
-        nl = buf.indexOf('\n')
-      }
-    })
-    await waitFor(() => lines.some((l) => l.event === 'started'), 10_000, 'the first supervisor to start')
-    // The state file is written off the JS thread: wait for the child's record.
-    const record = () => {
-      try {
-        return JSON.parse(readFileSync(stateFile, 'utf8'))
-      } catch {
-        return null
-      }
-    }
-    await waitFor(() => record()?.child?.cgroup != null, 5000, 'the recorded cgroup')
-    const cg = record().child.cgroup as { path: string; id: number }
-    // A failed run must not leave the unguarded cgroup behind.
-    onTestFinished(async () => {
-      if (!existsSync(cg.path)) return
-      writeFileSync(join(cg.path, 'cgroup.kill'), '1')
-      await waitFor(() => members(cg.path).length === 0, 5000, 'the leftover cgroup to empty')
-      rmdirSync(cg.path)
-    })
-    expect(cg.path).toMatch(/\/d\d+-\d+-\d+$/)
-    expect(cg.id).toBe(Number(spawnSync('stat', ['-c', '%i', cg.path], { encoding: 'utf8' }).stdout.trim()))
-    let pids: number[] = []
-    // The three sleeps (not a shell on its way to exec or to exit).
-    const comm = (pid: number) => {
-      try {
-        return readFileSync(`/proc/${pid}/comm`, 'latin1').trim()
-      } catch {
-        return ''
-      }
-    }
-    await waitFor(
-      () => {
-        pids = members(cg.path)
-        return pids.length === 3 && pids.every((pid) => comm(pid) === 'sleep')
-      },
-      5000,
-      'three sleeps in the cgroup',
-    )
-    first.kill('SIGKILL')
-    await new Promise((r) => first.once('exit', r))
-    await sleep(100)
-    expect(pids.filter(aliveInProcTable).length).toBe(pids.length) // nothing else killed them
+    const { stateFile, cg, pids } = await predecessorWithCgroup()
     const takeovers: unknown[] = []
     const successor = new Supervisor({ command: 'sleep', args: ['1000'], stateFile, restart: 'never' })
     successor.on('takeover', (t) => takeovers.push(t))
@@ -281,6 +304,45 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
       await successor.start()
       expect(takeovers).toHaveLength(1)
       expect(pids.filter(aliveInProcTable)).toEqual([])
+      await waitFor(() => !existsSync(cg.path), 5000, 'the recorded cgroup to be removed')
+    } finally {
+      await successor.stop({ signal: 'SIGKILL' })
+    }
+  })
+
+  it('procward stop on a dead supervisor ends the whole recorded cgroup, strays included', async () => {
+    const { stateFile, cg, leader, pids } = await predecessorWithCgroup()
+    const { stderr } = await execFileP(process.execPath, [CLI, 'stop', stateFile, '--grace', '2000'])
+    expect(stderr).toContain(`child pid ${leader}: exited`)
+    expect(stderr).toContain(`cgroup ${cg.path}: killed`)
+    expect(pids.filter(aliveInProcTable)).toEqual([])
+    expect(existsSync(cg.path)).toBe(false)
+  })
+
+  it("'adopt': when the adopted leader exits, its recorded cgroup is killed whole before the exit is handled", async () => {
+    const { stateFile, cg, leader, pids } = await predecessorWithCgroup()
+    const successor = new Supervisor({
+      command: 'sleep',
+      args: ['1000'],
+      stateFile,
+      restart: 'never',
+      takeover: 'adopt',
+    })
+    const seen: string[] = []
+    successor.on('takeover', (t) => seen.push(`takeover ${t.action}`))
+    successor.on('exit', () => seen.push(`exit: ${pids.filter(aliveInProcTable).length} alive`))
+    try {
+      await successor.start()
+      expect(seen).toEqual(['takeover adopted'])
+      expect(pids.filter(aliveInProcTable).length).toBe(3)
+      process.kill(leader, 'SIGKILL')
+      await waitFor(
+        () => ['stopped', 'failed'].includes(successor.state),
+        5000,
+        'the supervisor to end (restart never)',
+      )
+      // Every member was dead when the exit was handled, not only the leader.
+      expect(seen).toEqual(['takeover adopted', 'exit: 0 alive'])
       await waitFor(() => !existsSync(cg.path), 5000, 'the recorded cgroup to be removed')
     } finally {
       await successor.stop({ signal: 'SIGKILL' })

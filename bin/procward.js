@@ -5,7 +5,7 @@
 const fs = require('node:fs')
 const { constants } = require('node:os')
 const procward = require('..')
-const { untrustedStat } = require('../lib/supervisor.js')
+const { killRecordedCgroup, untrustedStat } = require('../lib/supervisor.js')
 
 const USAGE = {
   run: `usage: procward run [--name N] [--restart always|on-failure|never] [--state-file F]
@@ -318,6 +318,12 @@ async function stop(argv) {
     })
     process.stderr.write(`procward: child pid ${c.pid}: ${res.outcome}\n`)
     if (res.outcome === 'unkillable') process.exitCode = 1
+  }
+  // A contained daemon's cgroup holds whatever it started, however far that
+  // strayed from its group: ended whole (if it is still the one recorded).
+  const cg = r.child?.cgroup ?? null
+  if (cg !== null && (await killRecordedCgroup(cg))) {
+    process.stderr.write(`procward: cgroup ${cg.path}: killed\n`)
   }
 }
 

@@ -1127,18 +1127,18 @@ class Supervisor extends EventEmitter {
     const aliveAtMs = Date.parse(c.aliveAt)
     // (No stray sweep where the platform has no /proc scan of its own.)
     const canSweep = typeof native.sweepStrays === 'function'
-    // A recorded cgroup holds every member, however far it strayed from
-    // the group: kill it whole, if it is still the one recorded (same id,
-    // a name procward gives) — else it is gone, or not ours.
-    const cg = c.cgroup
-    let cgroupKilled = false
-    if (cg !== null && typeof cg === 'object' && typeof cg.path === 'string' && Number.isSafeInteger(cg.id)) {
-      try {
-        cgroupKilled = await native.killRecordedCgroup(cg.path, cg.id, this.#o.stopDefaults.killTimeoutMs ?? 2000)
-      } catch (err) {
-        throw fromNative(err)
-      }
-    } else if (canSweep && c.pgid !== null && c.session !== null && c.session >= 0 && Number.isFinite(aliveAtMs)) {
+    // A recorded cgroup holds every member, however far it strayed from the
+    // group: killing it leaves no stray to sweep (and one already removed
+    // had no member left).
+    const cgroupKilled = await killRecordedCgroup(c.cgroup, this.#o.stopDefaults.killTimeoutMs)
+    if (
+      cgroupKilled === null &&
+      canSweep &&
+      c.pgid !== null &&
+      c.session !== null &&
+      c.session >= 0 &&
+      Number.isFinite(aliveAtMs)
+    ) {
       try {
         swept = await native.sweepStrays(
           { pgid: c.pgid, session: c.session, identity: c.identity, aliveAtMs },
@@ -1148,7 +1148,7 @@ class Supervisor extends EventEmitter {
         throw fromNative(err)
       }
     }
-    if (alive || cgroupKilled || swept.killed.length > 0 || swept.suspects.length > 0) {
+    if (alive || cgroupKilled === true || swept.killed.length > 0 || swept.suspects.length > 0) {
       this.#emit('takeover', {
         pid: c.pid,
         identity: c.identity,
@@ -1185,7 +1185,10 @@ class Supervisor extends EventEmitter {
     this.#recordOwned = true
     this.#startedAt = c.startedAt ?? null
     run.adoptedDone = waitForExit(c.pid, { identity: c.identity, signal: run.waitAc.signal }).then(
-      (r) => {
+      async (r) => {
+        // The leader's exit ends its cgroup, as for a child of our own:
+        // nothing it started runs on into the next attempt.
+        await killRecordedCgroup(c.cgroup, this.#o.stopDefaults.killTimeoutMs).catch(noop)
         const info = exitInfo({ pid: c.pid, code: r.exit?.code, signal: r.exit?.signal })
         this.#exited(run, info, 'exit')
       },
@@ -1206,6 +1209,14 @@ class Supervisor extends EventEmitter {
     try {
       child = spawnSupervised(this.#o.command, this.#args, spawnOptions(this.#o, this.#env))
     } catch (err) {
+      // Containment asked for where it cannot be had: no restart can
+      // change that, and running uncontained is never a silent fallback.
+      if (err?.code === 'ERR_CGROUP_UNAVAILABLE') {
+        setImmediate(() => {
+          if (this.#run === run) this.#end('fail', err)?.()
+        })
+        return
+      }
       // Counted as a crash (a missing command fails every time, and ends
       // in a crash loop), handled on the next turn so a zero backoff never
       // recurses.
@@ -1647,4 +1658,22 @@ class Supervisor extends EventEmitter {
   }
 }
 
-module.exports = { Supervisor, readSupervisorState, TRANSITIONS, untouchable, untrustedStat }
+/**
+ * Kills a recorded cgroup whole (`cgroup.kill`, then waits up to
+ * `killTimeoutMs` for it to empty and removes it), if it is still the one
+ * recorded: same id, a name procward gives. True: killed; false: gone, or
+ * not ours; null: no cgroup recorded.
+ */
+async function killRecordedCgroup(cg, killTimeoutMs = 2000) {
+  if (cg === null || typeof cg !== 'object' || typeof cg.path !== 'string' || !Number.isSafeInteger(cg.id)) {
+    return null
+  }
+  if (typeof native.killRecordedCgroup !== 'function') return false
+  try {
+    return await native.killRecordedCgroup(cg.path, cg.id, killTimeoutMs)
+  } catch (err) {
+    throw fromNative(err)
+  }
+}
+
+module.exports = { Supervisor, readSupervisorState, TRANSITIONS, killRecordedCgroup, untouchable, untrustedStat }
