@@ -3,8 +3,8 @@
 // /proc and the cgroup file system. Skipped, with the reason, where
 // cgroupSupport() says containment cannot work.
 import { type ChildProcess, execFile, spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, symlinkSync, writeFileSync } from 'node:fs'
+import { basename, dirname, join } from 'node:path'
 import { promisify } from 'node:util'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { cgroupSupport, type SupervisedProcess, Supervisor, spawnSupervised } from '../index.js'
@@ -295,6 +295,26 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
     await waitFor(() => !existsSync(cgroup), 15_000, 'the guardian to remove the cgroup')
   })
 
+  it('when its owner is SIGKILLed, a cgroup the child made below its own goes too (the guardian removes deepest first)', async () => {
+    const owner = others.spawn(process.execPath, [
+      OWNER,
+      PROCWARD,
+      'sh',
+      JSON.stringify(['-c', 'sleep 1000 & echo $!; wait']),
+      JSON.stringify({ cgroup: true }),
+    ])
+    const info = await jsonLine(owner)
+    const cgroup = info.cgroup as string
+    const member = Number(info.line)
+    // What a container runtime inside would do: a sub-cgroup, a member moved there.
+    mkdirSync(join(cgroup, 'sub'))
+    writeFileSync(join(cgroup, 'sub', 'cgroup.procs'), String(member))
+    expect(members(join(cgroup, 'sub'))).toEqual([member])
+    owner.kill('SIGKILL')
+    await waitFor(() => !aliveInProcTable(member), 5000, 'the guardian to kill the member')
+    await waitFor(() => !existsSync(cgroup), 15_000, 'the guardian to remove the cgroup and its sub-cgroup')
+  })
+
   it('a successor supervisor kills the whole recorded cgroup of a SIGKILLed one', async () => {
     const { stateFile, cg, pids } = await predecessorWithCgroup()
     const takeovers: unknown[] = []
@@ -452,6 +472,48 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
     }
     expect(readdirSync(dir)).toEqual([])
     expect(childrenButGuardian()).toEqual(before)
+  })
+
+  it('refuses a threaded parent (no process could enter a cgroup there) before anything is created or started', () => {
+    // A threaded child turns its parent into a "domain threaded" one; a new
+    // cgroup below either is threaded or "domain invalid".
+    const root = join(dirname(support.parent as string), `procward-test-threaded-${process.pid}`)
+    mkdirSync(root)
+    mkdirSync(join(root, 't'))
+    onTestFinished(() => {
+      rmdirSync(join(root, 't'))
+      rmdirSync(root)
+    })
+    writeFileSync(join(root, 't', 'cgroup.type'), 'threaded')
+    const before = childrenButGuardian()
+    for (const [parent, type] of [
+      [root, 'domain threaded'],
+      [join(root, 't'), 'threaded'],
+    ]) {
+      let err: (Error & { code?: string }) | null = null
+      try {
+        spawnSupervised('sleep', ['1000'], { cgroup: { parent } })
+      } catch (e) {
+        err = e as Error & { code?: string }
+      }
+      expect(err, parent).toBeInstanceOf(TypeError)
+      expect(err?.code).toBe('ERR_INVALID_ARG_VALUE')
+      expect(err?.message).toContain(`is a "${type}" cgroup`)
+      expect(readdirSync(parent, { withFileTypes: true }).filter((e) => e.isDirectory() && e.name !== 't')).toEqual([])
+    }
+    expect(childrenButGuardian()).toEqual(before)
+  })
+
+  it('a parent named through .. or a symlink is used, and reported, by its canonical path', async () => {
+    const parent = support.parent as string
+    const link = join(tempDir(), 'link')
+    symlinkSync(parent, link)
+    for (const given of [`${parent}/../${basename(parent)}`, `${parent}/.`, link]) {
+      const p = sup('sleep', ['1000'], { cgroup: { parent: given } })
+      expect(dirname(p.cgroup as string), given).toBe(parent)
+      expect(members(p.cgroup as string)).toEqual([p.pid])
+      await p.stop({ signal: 'SIGKILL' })
+    }
   })
 
   it('an explicit parent takes the child there', async () => {

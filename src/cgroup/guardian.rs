@@ -10,8 +10,10 @@
 //! cgroups live in. When the pipe reaches EOF — the kernel closes our end
 //! as we die — it writes `1` to `cgroup.kill` of every cgroup there whose
 //! name starts with our prefix (`<pid>-<start tick>-`, unique to this
-//! process for the boot), then removes them once empty. A child spawned with
-//! `parentDeathSignal: false` is named without the prefix and left alone.
+//! process for the boot), then removes them once empty, with the cgroups a
+//! child made below its own (deepest first: `rmdir` of a cgroup that has
+//! children fails). A child spawned with `parentDeathSignal: false` is
+//! named without the prefix and left alone.
 //!
 //! Why a shell and not a fork of this process: a fork of Node without exec
 //! would pin a copy-on-write image of the whole heap for as long as it
@@ -44,7 +46,10 @@ each() {
   done 2>/dev/null
 }
 kill1() { echo 1 > "$1/cgroup.kill"; }
-rm1() { rmdir "$1" 2>/dev/null || echo busy; }
+rm1() (
+  for s in "$1"/*/; do [ -d "$s" ] && rm1 "${s%/}"; done
+  rmdir "$1" 2>/dev/null || echo busy
+)
 each kill1
 n=0
 while [ -n "$(each rm1)" ] && [ "$n" -lt 100 ]; do

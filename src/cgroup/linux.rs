@@ -250,7 +250,10 @@ fn enable_controllers(parent: &Path) {
 }
 
 /// A caller's `parent`: an existing directory of the cgroup2 hierarchy this
-/// process may use. Nothing is created for it.
+/// process may use, as its canonical path (no `..`, no symlink: the mount
+/// and the common ancestor are judged by path components, and the path is
+/// what `cgroup` reports and a Supervisor records). Nothing is created for
+/// it.
 fn explicit_parent(parent: &Path) -> Result<PathBuf, CgroupError> {
     if !parent.is_absolute() {
         return Err(CgroupError::BadParent(format!(
@@ -258,6 +261,9 @@ fn explicit_parent(parent: &Path) -> Result<PathBuf, CgroupError> {
             parent.display().to_string()
         )));
     }
+    let parent = std::fs::canonicalize(parent)
+        .map_err(|e| CgroupError::BadParent(format!("cgroup.parent {}: {e}", parent.display())))?;
+    let parent = parent.as_path();
     let meta = std::fs::metadata(parent)
         .map_err(|e| CgroupError::BadParent(format!("cgroup.parent {}: {e}", parent.display())))?;
     if !meta.is_dir() || !is_cgroup2(parent).unwrap_or(false) {
@@ -265,6 +271,20 @@ fn explicit_parent(parent: &Path) -> Result<PathBuf, CgroupError> {
             "cgroup.parent {} is not a directory of a cgroup v2 hierarchy",
             parent.display()
         )));
+    }
+    // Below a threaded cgroup, or a threaded subtree's root ("domain
+    // threaded"), a new cgroup is threaded or "domain invalid": no process
+    // can be moved into it (EOPNOTSUPP from the child, after the fact). The
+    // root has no cgroup.type (it is always a domain).
+    if let Ok(t) = std::fs::read_to_string(parent.join("cgroup.type")) {
+        if t.trim() != "domain" {
+            return Err(CgroupError::BadParent(format!(
+                "cgroup.parent {} is a \"{}\" cgroup: a child's cgroup there could hold no \
+                 process (it needs a \"domain\" one)",
+                parent.display(),
+                t.trim()
+            )));
+        }
     }
     let place = place().map_err(CgroupError::Unavailable)?;
     check_writable(&place, parent).map_err(CgroupError::Unavailable)?;
