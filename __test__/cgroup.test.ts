@@ -3,7 +3,17 @@
 // /proc and the cgroup file system. Skipped, with the reason, where
 // cgroupSupport() says containment cannot work.
 import { type ChildProcess, execFile, spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, symlinkSync, writeFileSync } from 'node:fs'
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmdirSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs'
 import { basename, dirname, join } from 'node:path'
 import { promisify } from 'node:util'
 import { describe, expect, it, onTestFinished } from 'vitest'
@@ -313,6 +323,76 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
     owner.kill('SIGKILL')
     await waitFor(() => !aliveInProcTable(member), 5000, 'the guardian to kill the member')
     await waitFor(() => !existsSync(cgroup), 15_000, 'the guardian to remove the cgroup and its sub-cgroup')
+  })
+
+  it('a guardian killed by hand is replaced at once: its owner SIGKILLed later, with no contained spawn since, still takes its children along', async () => {
+    const owner = others.spawn(process.execPath, [
+      OWNER,
+      PROCWARD,
+      'sh',
+      JSON.stringify(['-c', 'setsid sleep 1000 & echo $!; wait']),
+      JSON.stringify({ cgroup: true }),
+    ])
+    const info = await jsonLine(owner)
+    const cgroup = info.cgroup as string
+    const stray = Number(info.line)
+    const guardiansOf = (pid: number) =>
+      childrenOf(pid).filter((p) => {
+        try {
+          return readFileSync(`/proc/${p}/cmdline`, 'latin1').startsWith('procward-guardian')
+        } catch {
+          return false
+        }
+      })
+    const [first] = guardiansOf(owner.pid as number)
+    expect(first).toBeGreaterThan(0)
+    process.kill(first as number, 'SIGKILL')
+    let second = 0
+    await waitFor(
+      () => {
+        second = guardiansOf(owner.pid as number).find((p) => p !== first) ?? 0
+        return second > 0
+      },
+      5000,
+      'a new guardian',
+    )
+    owner.kill('SIGKILL')
+    await waitFor(() => !aliveInProcTable(stray), 5000, 'the new guardian to kill the stray')
+    await waitFor(() => !existsSync(cgroup), 15_000, 'the new guardian to remove the cgroup')
+  })
+
+  it("the guardian finds rmdir on its owner's PATH where the usual directories lack it (NixOS)", async (ctx) => {
+    const rmdir = spawnSync('sh', ['-c', 'command -v rmdir'], { encoding: 'utf8' }).stdout.trim()
+    const unshare = spawnSync('unshare', ['-m', 'true'])
+    if (process.getuid?.() !== 0 || unshare.status !== 0 || !rmdir.startsWith('/')) {
+      return ctx.skip('needs root, unshare -m and an rmdir on PATH')
+    }
+    // In a mount namespace of the owner's own, the usual rmdir cannot run;
+    // a working one is on the owner's PATH only.
+    const alt = tempDir()
+    copyFileSync(rmdir, join(alt, 'rmdir'))
+    chmodSync(join(alt, 'rmdir'), 0o755)
+    const owner = others.spawn(
+      'unshare',
+      [
+        '-m',
+        'sh',
+        '-c',
+        `mount --bind /dev/null ${rmdir} && exec "$0" "$@"`,
+        process.execPath,
+        OWNER,
+        PROCWARD,
+        'sh',
+        JSON.stringify(['-c', 'setsid sleep 1000 & echo $!; wait']),
+        JSON.stringify({ cgroup: true }),
+      ],
+      { env: { ...process.env, PATH: `${alt}:${process.env.PATH}` } },
+    )
+    const info = await jsonLine(owner)
+    const cgroup = info.cgroup as string
+    owner.kill('SIGKILL')
+    await waitFor(() => !aliveInProcTable(Number(info.line)), 5000, 'the guardian to kill the stray')
+    await waitFor(() => !existsSync(cgroup), 15_000, 'the guardian to remove the cgroup')
   })
 
   it('a successor supervisor kills the whole recorded cgroup of a SIGKILLed one', async () => {

@@ -24,8 +24,11 @@
 //! and a shell has no way to wait on `cgroup.events`.
 //!
 //! The guardian is our child: a native watcher reaps it if it ever dies
-//! before us (killed by hand), and the next contained spawn starts another
-//! and tells it every directory again.
+//! before us (killed by hand, or by the OOM killer), and a new one is
+//! started at once and told every directory again, so our children are not
+//! left unguarded until the next contained spawn. At most one replacement a
+//! second that way (a guardian that dies as soon as it starts must not turn
+//! into a fork loop); the next contained spawn replaces a dead one anyway.
 
 use std::collections::BTreeSet;
 use std::io::{self, Write};
@@ -66,12 +69,65 @@ struct Guardian {
 struct State {
     running: Option<Guardian>,
     dirs: BTreeSet<PathBuf>,
+    /// This process's guarded name prefix, once a guardian was asked for.
+    prefix: Option<String>,
+    /// When a dead guardian was last replaced from its exit watcher.
+    replaced: Option<std::time::Instant>,
 }
 
 static STATE: Mutex<State> = Mutex::new(State {
     running: None,
     dirs: BTreeSet::new(),
+    prefix: None,
+    replaced: None,
 });
+
+/// Starts a guardian that knows every directory in `state`.
+fn start_knowing(state: &State, prefix: &str) -> io::Result<Guardian> {
+    let mut g = start(prefix)?;
+    for d in &state.dirs {
+        send(&mut g, d)?;
+    }
+    Ok(g)
+}
+
+/// A guardian died while we live: start the next one now (on a thread of
+/// its own: the exit watcher runs on the runtime, which a spawn must not
+/// hold up). A failure leaves it to the next contained spawn.
+fn replace_dead() {
+    let mut state = STATE.lock().unwrap_or_else(|e| e.into_inner());
+    let alive = state
+        .running
+        .as_ref()
+        .is_some_and(|g| !g.watched.has_exited());
+    let recent = state
+        .replaced
+        .is_some_and(|t| t.elapsed() < std::time::Duration::from_secs(1));
+    let Some(prefix) = state.prefix.clone() else {
+        return;
+    };
+    if alive || recent || state.dirs.is_empty() {
+        return;
+    }
+    state.replaced = Some(std::time::Instant::now());
+    state.running = None;
+    if let Ok(g) = start_knowing(&state, &prefix) {
+        state.running = Some(g);
+    }
+}
+
+/// The guardian's PATH (for `rmdir` and `sleep`, which no shell has built
+/// in): the usual directories, then ours, for a system that has them
+/// elsewhere (NixOS has only `/bin/sh` in `/bin`). Its `cgroup.kill` is the
+/// shell's own `echo`, so the kill never depends on it.
+fn guardian_path() -> std::ffi::OsString {
+    let mut path = std::ffi::OsString::from("/usr/bin:/bin");
+    if let Some(ours) = std::env::var_os("PATH").filter(|p| !p.is_empty()) {
+        path.push(":");
+        path.push(ours);
+    }
+    path
+}
 
 fn start(prefix: &str) -> io::Result<Guardian> {
     let cmd = Command {
@@ -82,7 +138,7 @@ fn start(prefix: &str) -> io::Result<Guardian> {
             "procward-guardian".into(),
             prefix.into(),
         ],
-        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        env: vec![("PATH".into(), guardian_path())],
         cwd: Some("/".into()),
         stdio: [Stdio::Pipe, Stdio::Ignore, Stdio::Ignore],
         process_group: false,
@@ -112,8 +168,14 @@ fn start(prefix: &str) -> io::Result<Guardian> {
         false,
         crate::proc_info::IdentitySeed::default(),
     );
-    // Reaped natively whenever it ends; nothing to tell JS.
-    if let Err(e) = exit_watch::watch(&watched, child.pidfd.take(), Box::new(|_| {})) {
+    // Reaped natively whenever it ends; nothing to tell JS, but a new one
+    // to start (our own death ends no watcher: nothing runs then).
+    let on_exit = Box::new(|_| {
+        let _ = std::thread::Builder::new()
+            .name("procward-guardian".into())
+            .spawn(replace_dead);
+    });
+    if let Err(e) = exit_watch::watch(&watched, child.pidfd.take(), on_exit) {
         let _ = crate::sys::kill(child.pid, crate::pid::Signal::KILL);
         let _ = crate::sys::waitid_pid(child.pid, libc::WEXITED);
         return Err(e);
@@ -149,12 +211,12 @@ pub fn guard(dir: &Path, prefix: &str) -> io::Result<()> {
             .as_ref()
             .is_some_and(|g| !g.watched.has_exited());
         let res: io::Result<()> = (|| {
+            if state.prefix.is_none() {
+                state.prefix = Some(prefix.to_owned());
+            }
             if !alive {
                 state.running = None;
-                let mut g = start(prefix)?;
-                for d in &state.dirs {
-                    send(&mut g, d)?;
-                }
+                let g = start_knowing(&state, prefix)?;
                 state.running = Some(g);
             }
             if !state.dirs.contains(dir) {

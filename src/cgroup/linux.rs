@@ -666,7 +666,7 @@ pub fn contain(
         let (pid, tick) = owner();
         super::guardian::guard(&parent, &parse::guarded_prefix(pid, tick)).map_err(|e| {
             CgroupError::Unavailable(format!(
-                "the guardian that kills contained children when this process dies could not start: {e}"
+                "the guardian that kills contained children when this process dies (/bin/sh) could not start: {e}"
             ))
         })?;
     }
