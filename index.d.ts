@@ -120,7 +120,9 @@ export interface SpawnSupervisedOptions {
    * `parent`, an existing cgroup directory such as
    * `/sys/fs/cgroup/my.slice`; default: a `procward` cgroup beside this
    * process's own), so nothing it starts can escape — not a `setsid`, a
-   * double-forking daemon, or one that drops privileges. When the leader
+   * double-forking daemon, or one that drops privileges (only a process
+   * allowed to write to another cgroup's `cgroup.procs`, such as root, can
+   * move itself out). When the leader
    * exits, the whole cgroup is killed and `'exit'` comes once it is empty
    * (or after `stop.killTimeoutMs`); `stop()`'s SIGKILL step kills the
    * cgroup; when this process dies (SIGKILL too) its contained children's
@@ -131,7 +133,8 @@ export interface SpawnSupervisedOptions {
    *   before 5.14, a parent not delegated to this user. Never a silent
    *   fallback. See `cgroupSupport()`.
    * @throws {TypeError} `code: 'ERR_INVALID_ARG_VALUE'`: `parent` is not an
-   *   absolute path of an existing cgroup v2 directory (nothing is created).
+   *   absolute path of an existing cgroup v2 directory, or is a threaded
+   *   cgroup (nothing is created).
    */
   cgroup?: boolean | { parent?: string | undefined } | undefined
 }
