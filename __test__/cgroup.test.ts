@@ -325,6 +325,29 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
     await waitFor(() => !existsSync(cgroup), 15_000, 'the guardian to remove the cgroup and its sub-cgroup')
   })
 
+  it('cgroups a member nested deeper than PATH_MAX are all removed at the exit, and nothing crashes', async () => {
+    const p = sup('sleep', ['1000'], { cgroup: true })
+    const cgroup = p.cgroup as string
+    // 2100 levels of 'd/' are 4200 bytes below the cgroup: no absolute
+    // path reaches the deepest. Made relative to the working directory,
+    // as a member could, by a process of its own (chdir is per process).
+    const nest = spawnSync(
+      process.execPath,
+      [
+        '-e',
+        `const fs = require('fs'); process.chdir(process.argv[1]);
+         for (let i = 0; i < 2100; i++) { fs.mkdirSync('d'); process.chdir('d') }`,
+        cgroup,
+      ],
+      { encoding: 'utf8' },
+    )
+    expect(nest.stderr).toBe('')
+    expect(nest.status).toBe(0)
+    const r = await p.stop({ signal: 'SIGKILL' })
+    expect(r.outcome).toBe('killed')
+    await waitFor(() => !existsSync(cgroup), 10_000, 'the nested cgroups to be removed')
+  })
+
   it('a guardian killed by hand is replaced at once: its owner SIGKILLed later, with no contained spawn since, still takes its children along', async () => {
     const owner = others.spawn(process.execPath, [
       OWNER,

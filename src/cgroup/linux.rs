@@ -481,18 +481,63 @@ fn populated_now(events: BorrowedFd<'_>) -> bool {
 /// (a container runtime inside, say), deepest first: `rmdir` of a cgroup
 /// with children fails with EBUSY. Only directories are touched; the files
 /// in a cgroup directory go with it.
+///
+/// A loop, not a recursion, with one directory open at a time, each
+/// reached from the one before (a name down, `..` up): a member may nest
+/// its cgroups thousands deep, deeper than PATH_MAX and than any stack (a
+/// few hundred levels of recursion overflow the fallback waiter's 64 KiB).
+/// It ends: every step either goes one level down a finite tree or removes
+/// a directory, and the tree cannot grow (nothing runs in it any more).
 fn remove_tree(path: &Path) -> io::Result<()> {
     match std::fs::remove_dir(path) {
-        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
-            for entry in std::fs::read_dir(path)?.flatten() {
-                if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                    remove_tree(&entry.path())?;
-                }
-            }
-            std::fs::remove_dir(path)
-        }
-        r => r,
+        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {}
+        r => return r,
     }
+    let top = cpath(path)?;
+    // SAFETY: open of a NUL-terminated path we own.
+    let fd = cvt(unsafe {
+        libc::open(
+            top.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    })?;
+    // SAFETY: the kernel just gave us this fd.
+    let mut cur = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut names: Vec<CString> = Vec::new();
+    loop {
+        match first_subdir(cur.as_fd())? {
+            Some(name) => {
+                let down = open_at(cur.as_fd(), &name, libc::O_RDONLY | libc::O_DIRECTORY)?;
+                names.push(name);
+                cur = down;
+            }
+            None => {
+                let Some(name) = names.pop() else { break };
+                let up = open_at(cur.as_fd(), c"..", libc::O_RDONLY | libc::O_DIRECTORY)?;
+                drop(cur);
+                // SAFETY: unlinkat of a NUL-terminated name relative to a
+                // directory fd we hold.
+                cvt(unsafe { libc::unlinkat(up.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) })?;
+                cur = up;
+            }
+        }
+    }
+    drop(cur);
+    std::fs::remove_dir(path)
+}
+
+/// A subdirectory of `dir`, if any. Read through `/proc/self/fd`, which
+/// reaches the directory itself however long its path is.
+fn first_subdir(dir: BorrowedFd<'_>) -> io::Result<Option<CString>> {
+    for entry in std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd()))? {
+        let entry = entry?;
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            let name = CString::new(entry.file_name().as_bytes())
+                .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+            return Ok(Some(name));
+        }
+    }
+    Ok(None)
 }
 
 fn kill_dir(dir: BorrowedFd<'_>) -> io::Result<()> {
