@@ -589,10 +589,11 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
     })
     writeFileSync(join(root, 't', 'cgroup.type'), 'threaded')
     const before = childrenButGuardian()
-    for (const [parent, type] of [
+    const cases: [string, string][] = [
       [root, 'domain threaded'],
       [join(root, 't'), 'threaded'],
-    ]) {
+    ]
+    for (const [parent, type] of cases) {
       let err: (Error & { code?: string }) | null = null
       try {
         spawnSupervised('sleep', ['1000'], { cgroup: { parent } })
