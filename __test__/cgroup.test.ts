@@ -14,6 +14,7 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs'
+import { constants as osConstants } from 'node:os'
 import { basename, dirname, join } from 'node:path'
 import { promisify } from 'node:util'
 import { describe, expect, it, onTestFinished } from 'vitest'
@@ -38,6 +39,7 @@ const OWNER = join(FIXTURES, 'cgroup-owner.cjs')
 const SUPERVISOR_PROCESS = join(FIXTURES, 'supervisor-process.cjs')
 const CLI = join(__dirname, '..', 'bin', 'procward.js')
 const execFileP = promisify(execFile)
+const ENOSYS = osConstants.errno.ENOSYS
 
 const support = cgroupSupport()
 const skipReason = support.available ? null : `cgroup containment unavailable here: ${support.reason}`
@@ -128,6 +130,43 @@ describe('cgroupSupport', () => {
     expect(out.supervisor).toEqual({ code: 'ERR_CGROUP_UNAVAILABLE', state: 'failed', restarts: 0 })
   })
 })
+
+/**
+ * A contained `sh` started by a fresh Node (`cmd args -e ...`, with `env`)
+ * where clone3 is not used: it sees itself in its cgroup, and its setsid
+ * member is gone with the cgroup at the exit.
+ */
+async function expectContainedWithoutClone3(cmd: string, args: string[], env: Record<string, string>): Promise<void> {
+  const code = `
+      const p = require(${JSON.stringify(PROCWARD)})
+      const c = p.spawnSupervised('sh', ['-c', 'cat /proc/self/cgroup; setsid sleep 1000 & echo $!; read x || true'], { cgroup: true, stdio: ['pipe', 'pipe', 'inherit'] })
+      let out = ''
+      c.stdout.on('data', (d) => (out += d))
+      // Read while the leader waits on its stdin (it lives until then).
+      const cgroup = c.cgroup
+      c.stdin.end()
+      // The output is complete once stdout closes (it may come after the exit).
+      Promise.all([c.exited, new Promise((r) => c.stdout.once('close', r))]).then(() => {
+        const member = Number(out.trim().split('\\n').pop())
+        const stat = require('node:fs').existsSync('/proc/' + member + '/stat') ? require('node:fs').readFileSync('/proc/' + member + '/stat', 'latin1') : ''
+        const state = stat ? stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) : null
+        console.log(JSON.stringify({ cgroup, out, member, state, dirExists: require('node:fs').existsSync(cgroup) }))
+      })`
+  const child = others.spawn(cmd, [...args, '-e', code], { env: { ...process.env, ...env } })
+  const r = (await jsonLine(child)) as {
+    cgroup: string
+    out: string
+    member: number
+    state: string | null
+    dirExists: boolean
+  }
+  // The shell saw itself in the child's cgroup (the v2 line, relative to the hierarchy).
+  const v2 = r.out.split('\n').find((l) => l.startsWith('0::')) as string
+  expect(r.cgroup.endsWith(v2.slice(3))).toBe(true)
+  expect(r.member).toBeGreaterThan(0)
+  expect(r.state === null || r.state === 'Z').toBe(true)
+  expect(r.dirExists).toBe(false)
+}
 
 /**
  * A supervisor process with a contained daemon (a leader and two setsid'd
@@ -474,35 +513,15 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
 
   it('without clone3 (the cgroup.procs path) the child is inside before it execs, and all is killed at its exit', async () => {
     // A fresh process reads PROCWARD_NO_CLONE3 at its first contained spawn.
-    const code = `
-      const p = require(${JSON.stringify(PROCWARD)})
-      const c = p.spawnSupervised('sh', ['-c', 'cat /proc/self/cgroup; setsid sleep 1000 & echo $!; read x || true'], { cgroup: true, stdio: ['pipe', 'pipe', 'inherit'] })
-      let out = ''
-      c.stdout.on('data', (d) => (out += d))
-      // Read while the leader waits on its stdin (it lives until then).
-      const cgroup = c.cgroup
-      c.stdin.end()
-      // The output is complete once stdout closes (it may come after the exit).
-      Promise.all([c.exited, new Promise((r) => c.stdout.once('close', r))]).then(() => {
-        const member = Number(out.trim().split('\\n').pop())
-        const stat = require('node:fs').existsSync('/proc/' + member + '/stat') ? require('node:fs').readFileSync('/proc/' + member + '/stat', 'latin1') : ''
-        const state = stat ? stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) : null
-        console.log(JSON.stringify({ cgroup, out, member, state, dirExists: require('node:fs').existsSync(cgroup) }))
-      })`
-    const child = others.spawn(process.execPath, ['-e', code], { env: { ...process.env, PROCWARD_NO_CLONE3: '1' } })
-    const r = (await jsonLine(child)) as {
-      cgroup: string
-      out: string
-      member: number
-      state: string | null
-      dirExists: boolean
-    }
-    // The shell saw itself in the child's cgroup (the v2 line, relative to the hierarchy).
-    const v2 = r.out.split('\n').find((l) => l.startsWith('0::')) as string
-    expect(r.cgroup.endsWith(v2.slice(3))).toBe(true)
-    expect(r.member).toBeGreaterThan(0)
-    expect(r.state === null || r.state === 'Z').toBe(true)
-    expect(r.dirExists).toBe(false)
+    await expectContainedWithoutClone3(process.execPath, [], { PROCWARD_NO_CLONE3: '1' })
+  })
+
+  it('where a seccomp filter refuses clone3 (ENOSYS, as container profiles do), the cgroup.procs path takes over', async (ctx) => {
+    const exe = join(tempDir(), 'no-clone3')
+    const cc = spawnSync('cc', ['-O', '-o', exe, join(FIXTURES, 'no-clone3.c')], { encoding: 'utf8' })
+    if (cc.status !== 0) return ctx.skip(`cannot build the seccomp fixture: ${cc.error?.message ?? cc.stderr}`)
+    // Node itself starts its threads with clone (glibc retries on ENOSYS).
+    await expectContainedWithoutClone3(exe, [String(ENOSYS), process.execPath], {})
   })
 
   it('procward run --cgroup contains the daemon: a setsid child dies with it', async () => {
