@@ -43,6 +43,7 @@ pub fn errno_name(errno: i32) -> &'static str {
         libc::ELOOP => "ELOOP",
         libc::ENAMETOOLONG => "ENAMETOOLONG",
         libc::ETIMEDOUT => "ETIMEDOUT",
+        #[cfg(unix)]
         libc::ESTALE => "ESTALE",
         _ => "EUNKNOWN",
     }

@@ -4,6 +4,11 @@
 
 #[cfg(target_os = "linux")]
 pub mod lock;
+#[cfg(windows)]
+pub mod lock_windows;
 #[cfg(target_os = "linux")]
 pub mod supervisor;
+#[cfg(unix)]
 pub mod wait;
+#[cfg(windows)]
+pub mod windows;
