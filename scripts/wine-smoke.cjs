@@ -16,7 +16,7 @@
 
 const assert = require('node:assert/strict')
 const { spawn } = require('node:child_process')
-const { cpSync, existsSync, mkdirSync, readFileSync, writeFileSync } = require('node:fs')
+const { cpSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync } = require('node:fs')
 const { join, resolve } = require('node:path')
 
 const root = join(__dirname, '..')
@@ -78,7 +78,7 @@ async function main(binary, workdir) {
   const modules = join(top, 'node_modules')
   const pkg = join(modules, 'procward')
   mkdirSync(pkg, { recursive: true })
-  for (const f of ['package.json', 'index.js', 'index.mjs', 'binding.js', 'lib']) {
+  for (const f of ['package.json', 'index.js', 'index.mjs', 'binding.js', 'lib', 'bin']) {
     cpSync(join(root, f), join(pkg, f), { recursive: true })
   }
   const plat = join(modules, `procward-${key}`)
@@ -215,6 +215,54 @@ async function main(binary, workdir) {
       assert.equal(taken.reclaimedFrom?.pid, holder.pid)
       taken.release()
     })
+
+    await check('a Supervisor restarts a crashed daemon, then stops it', async () => {
+      const stateFile = join(top, 'daemon.json')
+      const sup = new p.Supervisor({
+        command: node,
+        args: ['-e', 'setInterval(() => {}, 1000)'],
+        name: 'daemon',
+        stateFile,
+        spawn: { stdio: 'ignore' },
+      })
+      await within(20000, 'start', sup.start())
+      const first = sup.child.pid
+      // The record is written off the JS thread, after the state changed.
+      const record = async (cond) => {
+        for (let i = 0; i < 400; i++) {
+          const r = p.readSupervisorState(stateFile)
+          if (r !== null && cond(r)) return r
+          await sleep(50)
+        }
+        throw new Error(`no such record: ${JSON.stringify(p.readSupervisorState(stateFile))}`)
+      }
+      await record((r) => r.child?.pid === first && r.child.running && r.supervisor.running)
+      const restarted = new Promise((r) => sup.once('spawn', r))
+      process.kill(first, 'SIGKILL') // a crash from outside
+      const second = await within(20000, 'restart', restarted)
+      assert.notEqual(second.pid, first)
+      const r = await within(20000, 'stop', sup.stop({ graceMs: 200 }))
+      assert.equal(r.outcome, 'killed')
+      assert.equal(sup.state, 'stopped')
+      await record((r) => r.state === 'stopped' && r.child === null && !r.supervisor.running)
+    })
+
+    await check('the CLI: run passes the exit status on, lock says 75 when held', async () => {
+      const cli = join(pkg, 'bin', 'procward.js')
+      const out = openSync(join(top, 'cli.log'), 'w')
+      const status = (args) =>
+        within(
+          20000,
+          `procward ${args[0]}`,
+          new Promise((r) => spawn(node, [cli, ...args], { stdio: ['ignore', out, out] }).once('exit', r)),
+        )
+      assert.equal(await status(['run', '--restart', 'never', '--', node, '-e', 'process.exit(3)']), 3)
+      const file = join(top, 'cli.lock')
+      const held = p.tryLock(file)
+      assert.equal(await status(['lock', file, '--', node, '-e', '']), 75)
+      held.release()
+      assert.equal(await status(['lock', file, '--', node, '-e', 'process.exit(4)']), 4)
+    })
   } finally {
     for (const r of results) console.log(r)
   }
@@ -222,7 +270,9 @@ async function main(binary, workdir) {
   console.log(
     `wine smoke: ${failed === 0 ? 'every check passed' : `${failed} failed`} (Node ${process.version} ${process.arch})`,
   )
-  if (failed > 0) process.exitCode = 1
+  // Whatever a failed check left running must not keep this process (and
+  // so Wine) alive; the caller's wineserver -w then waits for the rest.
+  process.exit(failed > 0 ? 1 : 0)
 }
 
 async function parent(pkg, file) {
