@@ -52,10 +52,13 @@ async function readWhenWritten(file, what) {
 }
 
 // A child that spawns a grandchild, writes "<grandchild pid>\n" to FILE, then
-// idles (or exits at once with EXIT set).
+// idles (or exits at once with EXIT set). The grandchild is detached: libuv
+// then leaves it out of its own kill-on-close job (which would take an
+// attached one down with the child), so only procward's job can end it.
 const TREE = `
 const { spawn } = require('node:child_process')
-const g = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' })
+const g = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore', detached: true })
+g.unref()
 require('node:fs').writeFileSync(process.argv[1], g.pid + '\\n')
 if (process.argv[2] === 'exit') setTimeout(() => process.exit(0), 100)
 else setInterval(() => {}, 1000)
