@@ -13,6 +13,7 @@
 //   (internal) node.exe wine-smoke.cjs --holder PKG FILE      a lock holder
 //   (internal) node.exe wine-smoke.cjs --try PKG FILE         tryLock, prints the result
 //   (internal) node.exe wine-smoke.cjs --parent PKG OUTFILE   supervises a tree, then waits
+//   (internal) node.exe wine-smoke.cjs --signals PKG OUTFILE  a Supervisor with handleSignals
 
 const assert = require('node:assert/strict')
 const { spawn } = require('node:child_process')
@@ -250,6 +251,19 @@ async function main(binary, workdir) {
       await record((r) => r.state === 'stopped' && r.child === null && !r.supervisor.running)
     })
 
+    await check('handleSignals: SIGBREAK stops the daemon, then the process ends', async () => {
+      // Wine gives no shared console here, so the event itself cannot be
+      // sent: the signal is emitted in the process, as Node would on Ctrl-Break.
+      const file = join(top, 'signals.pid')
+      const sup = spawn(node, [__filename, '--signals', pkg, file], { stdio: 'ignore' })
+      const ended = new Promise((r) => sup.once('exit', (code, signal) => r({ code, signal })))
+      const daemon = Number(await readWhenWritten(file, 'supervisor'))
+      assert.equal(p.isProcessRunning(daemon), true)
+      const end = await within(20000, 'the supervising process', ended)
+      assert.notEqual(end.code, 0)
+      assert.equal(p.isProcessRunning(daemon), false)
+    })
+
     await check('the CLI: run passes the exit status on, lock says 75 when held', async () => {
       const cli = join(pkg, 'bin', 'procward.js')
       const out = openSync(join(top, 'cli.log'), 'w')
@@ -287,6 +301,19 @@ async function parent(pkg, file) {
   setInterval(() => {}, 1000)
 }
 
+async function signals(pkg, file) {
+  const p = require(pkg)
+  const sup = new p.Supervisor({
+    command: node,
+    args: ['-e', 'setInterval(() => {}, 1000)'],
+    handleSignals: true,
+    spawn: { stdio: 'ignore' },
+  })
+  await sup.start()
+  writeFileSync(file, `${sup.child.pid}\n`)
+  setTimeout(() => process.emit('SIGBREAK', 'SIGBREAK'), 200)
+}
+
 async function holder(pkg, file, ready) {
   const p = require(pkg)
   await p.acquireLock(file, { purpose: 'holder' })
@@ -304,11 +331,13 @@ const [mode, ...rest] = process.argv.slice(2)
 const run =
   mode === '--parent'
     ? parent(...rest)
-    : mode === '--holder'
-      ? holder(...rest)
-      : mode === '--try'
-        ? tryOnce(...rest)
-        : main(mode, ...rest)
+    : mode === '--signals'
+      ? signals(...rest)
+      : mode === '--holder'
+        ? holder(...rest)
+        : mode === '--try'
+          ? tryOnce(...rest)
+          : main(mode, ...rest)
 Promise.resolve(run).catch((err) => {
   console.error(err)
   process.exitCode = 1
