@@ -191,9 +191,11 @@ export declare class SupervisedProcess<T extends SupervisedShape = SupervisedSha
    * How the exit is watched: 'pidfd' (polled by this thread's event loop),
    * 'pidfd-tokio' (a native runtime task; runtimes without libuv, or
    * PROCWARD_EXIT_WATCH=tokio) or 'fallback' (a waiter thread: no pidfd);
-   * on macOS 'kqueue' (EVFILT_PROC on a native runtime task) or 'fallback'.
+   * on macOS 'kqueue' (EVFILT_PROC on a native runtime task) or 'fallback';
+   * on Windows 'job' (a registered wait on the process handle, then the
+   * child's Job object is terminated).
    */
-  readonly exitWatch: 'pidfd' | 'pidfd-tokio' | 'kqueue' | 'fallback'
+  readonly exitWatch: 'pidfd' | 'pidfd-tokio' | 'kqueue' | 'fallback' | 'job'
   /**
    * Signals the child alone, like child_process. false once it has exited
    * (a zombie included); never reaches a process that reused the pid.

@@ -140,6 +140,11 @@ async function main(binary, workdir) {
       })
       assert.equal((await within(20000, 'exited', child.exited)).code, 0)
       assert.equal(readFileSync(out, 'utf8').trim(), `hello ${top}`)
+      const more = p.spawnSupervised(node, ['-e', 'console.log("again")'], {
+        stdio: ['ignore', { file: out, append: true }, 'inherit'],
+      })
+      assert.equal((await within(20000, 'exited', more.exited)).code, 0)
+      assert.deepEqual(readFileSync(out, 'utf8').trim().split(/\r?\n/), [`hello ${top}`, 'again'])
     })
 
     await check('the group is swept when the leader exits', async () => {
@@ -162,6 +167,16 @@ async function main(binary, workdir) {
       assert.equal(p.isProcessRunning(child.pid), false)
       assert.equal((await child.stop()).outcome, 'already-exited')
       results.push(`     (signals sent: ${r.signals.join(', ')})`)
+    })
+
+    await check('a child outside a process group: stop terminates it alone', async () => {
+      const child = p.spawnSupervised(node, ['-e', 'setInterval(() => {}, 1000)'], {
+        stdio: 'ignore',
+        processGroup: false,
+      })
+      assert.equal(child.pgid, null)
+      const r = await within(20000, 'stop', child.stop({ graceMs: 5000 }))
+      assert.deepEqual([r.outcome, r.signals], ['killed', ['SIGKILL']])
     })
 
     await check('a bare pid is stopped through its handle, identity checked', async () => {
@@ -217,7 +232,14 @@ async function main(binary, workdir) {
       await died
       const taken = await within(20000, 'acquireLock after the holder died', waiting)
       assert.equal(taken.reclaimedFrom?.pid, holder.pid)
+
+      // An aborted wait ends at once and never takes the lock later.
+      const aborted = p.acquireLock(file, { wait: true, signal: AbortSignal.timeout(300) })
+      await assert.rejects(within(20000, 'an aborted acquireLock', aborted), { name: 'AbortError' })
       taken.release()
+      const again = p.tryLock(file)
+      assert.notEqual(again, null)
+      again.release()
     })
 
     await check('a Supervisor restarts a crashed daemon, then stops it', async () => {

@@ -166,7 +166,8 @@ impl NativeChild {
     ) -> Result<PromiseRaw<'env, NativeStopResult>> {
         let started = Instant::now();
         let plan = soft_step(stop_plan(&options)?, self.watched.can_break());
-        let group = options.group.unwrap_or(true);
+        // As on Unix: the group by default when the child leads one.
+        let group = options.group.unwrap_or(self.watched.pgid().is_some());
         let watched = self.watched.clone();
         let escalation = control.escalation.clone();
         env.spawn_future(async move {
@@ -328,7 +329,10 @@ pub fn stop_pid<'env>(
             Open::Reused => return Ok(nothing_sent(true)),
             Open::Target(t) => t,
         };
-        let plan = soft_step(plan, target.can_break());
+        // A bare pid gets no CTRL_BREAK_EVENT: it need not lead a console
+        // group, and an event for a group id that names none is not
+        // confined to it. Straight to TerminateProcess.
+        let plan = soft_step(plan, false);
         let report = stop::run(&mut target, &plan, &escalation)
             .await
             .map_err(|e| win_err(&e, "kill"))?;

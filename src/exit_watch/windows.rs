@@ -22,11 +22,12 @@ use std::ffi::c_void;
 use std::io;
 use std::os::windows::io::OwnedHandle;
 use std::ptr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::watch;
 use tokio::time::Instant;
-use windows_sys::Win32::Foundation::HANDLE;
+use windows_sys::Win32::Foundation::{HANDLE, INVALID_HANDLE_VALUE};
 use windows_sys::Win32::System::Threading::{
     RegisterWaitForSingleObject, UnregisterWaitEx, INFINITE, WT_EXECUTEONLYONCE,
 };
@@ -193,34 +194,82 @@ impl Watched {
     }
 }
 
-/// A registered wait; unregistered (without waiting) on drop.
-struct RegisteredWait(HANDLE);
+/// What the thread pool's callback gets: the work, taken once, and whether
+/// the callback has run.
+struct Ctx {
+    fired: AtomicBool,
+    f: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+}
 
-// SAFETY: a wait handle is a plain kernel object reference, usable from any thread.
+/// A registered wait and its callback's context, both released on drop.
+///
+/// Two ways to unregister. `Drain`: wait for a callback in flight, then free
+/// the context whether or not it ever ran (bare-pid waits, which can be
+/// cancelled before the exit). `Fired`: do not wait — the drop may run
+/// inside the callback itself (a child's `Watched` can be dropped there,
+/// with the last reference its work held), where waiting would deadlock;
+/// such a wait is only dropped after its callback ran, since that work holds
+/// the owner alive until then, and a context whose callback never ran is
+/// left allocated rather than freed under a callback that might still come.
+struct RegisteredWait {
+    wait: HANDLE,
+    ctx: *const Ctx,
+    drain: bool,
+}
+
+// SAFETY: a wait handle is a plain kernel object reference, usable from any
+// thread, and `Ctx` is Sync.
 unsafe impl Send for RegisteredWait {}
 
 impl Drop for RegisteredWait {
     fn drop(&mut self) {
-        // SAFETY: a wait handle from RegisterWaitForSingleObject, unregistered
-        // once. A null completion event: never blocks, so this is safe from
-        // within the callback too; a callback still running finishes on its own.
-        unsafe { UnregisterWaitEx(self.0, ptr::null_mut()) };
+        let completion = if self.drain {
+            INVALID_HANDLE_VALUE
+        } else {
+            ptr::null_mut()
+        };
+        // SAFETY: a wait handle from RegisterWaitForSingleObject,
+        // unregistered once. With INVALID_HANDLE_VALUE this returns after
+        // any callback in flight has finished (never called from one: see
+        // the type's docs); with null it returns at once.
+        unsafe { UnregisterWaitEx(self.wait, completion) };
+        // SAFETY: `ctx` came from Box::into_raw in `on_signalled`.
+        let fired = unsafe { &*self.ctx }.fired.load(Ordering::Acquire);
+        if self.drain || fired {
+            // SAFETY: no callback runs any more (drained, or it ran and, in
+            // the `Fired` case, touches the context no further once its work
+            // is taken); freed once, here.
+            drop(unsafe { Box::from_raw(self.ctx.cast_mut()) });
+        }
     }
 }
 
 /// Runs `f` once, on a thread-pool thread, when `object` is signalled.
-fn on_signalled(object: &OwnedHandle, f: Box<dyn FnOnce() + Send>) -> io::Result<RegisteredWait> {
+fn on_signalled(
+    object: &OwnedHandle,
+    drain: bool,
+    f: Box<dyn FnOnce() + Send>,
+) -> io::Result<RegisteredWait> {
     unsafe extern "system" fn callback(ctx: *mut c_void, _timed_out: bool) {
-        // SAFETY: `ctx` is the Box leaked below, and WT_EXECUTEONLYONCE
-        // with an infinite timeout runs this exactly once.
-        let f = unsafe { Box::from_raw(ctx.cast::<Box<dyn FnOnce() + Send>>()) };
-        f();
+        // SAFETY: `ctx` is the context of this wait, freed only after the
+        // wait is unregistered and this callback done (see RegisteredWait).
+        let ctx = unsafe { &*ctx.cast::<Ctx>() };
+        let f = ctx.f.lock().unwrap_or_else(|e| e.into_inner()).take();
+        ctx.fired.store(true, Ordering::Release);
+        // Nothing of the context is touched after this: running `f` may
+        // drop the owner of the wait, which frees it.
+        if let Some(f) = f {
+            f();
+        }
     }
-    let ctx = Box::into_raw(Box::new(f));
+    let ctx = Box::into_raw(Box::new(Ctx {
+        fired: AtomicBool::new(false),
+        f: Mutex::new(Some(f)),
+    }));
     let mut wait: HANDLE = ptr::null_mut();
-    // SAFETY: a valid waitable handle that outlives the wait (the caller
-    // keeps it in the same struct as the wait), a callback that takes
-    // `ctx` exactly once.
+    // SAFETY: a valid waitable handle that outlives the wait (the owner
+    // keeps both, the wait dropped first), a callback that only borrows
+    // `ctx`; WT_EXECUTEONLYONCE with an infinite timeout runs it at most once.
     let ok = unsafe {
         RegisterWaitForSingleObject(
             &mut wait,
@@ -233,11 +282,11 @@ fn on_signalled(object: &OwnedHandle, f: Box<dyn FnOnce() + Send>) -> io::Result
     };
     if ok == 0 {
         let err = io::Error::last_os_error();
-        // SAFETY: not registered, so the callback never took it.
+        // SAFETY: not registered, so no callback has it.
         drop(unsafe { Box::from_raw(ctx) });
         return Err(err);
     }
-    Ok(RegisteredWait(wait))
+    Ok(RegisteredWait { wait, ctx, drain })
 }
 
 /// Watches the child: on exit, sweep and settle, then `deliver` the status.
@@ -245,6 +294,7 @@ pub fn watch(watched: &Arc<Watched>, deliver: OnExit) -> io::Result<()> {
     let w = watched.clone();
     let wait = on_signalled(
         &watched.process,
+        false,
         Box::new(move || {
             if let Some(status) = w.settle() {
                 deliver(status);
@@ -270,6 +320,7 @@ impl HandleWait {
         let (tx, rx) = watch::channel(false);
         let wait = on_signalled(
             &handle,
+            true,
             Box::new(move || {
                 tx.send_replace(true);
             }),

@@ -229,7 +229,8 @@ pub fn env_block(env: &[(OsString, OsString)]) -> Result<Vec<u16>, SpawnError> {
     let mut vars: Vec<(String, &OsStr)> = Vec::new();
     for (k, v) in env {
         let key = k.to_string_lossy();
-        if key.is_empty() || key[1..].contains('=') || key.contains('\0') {
+        // A leading '=' is allowed: Windows keeps per-drive cwds as `=C:`.
+        if key.is_empty() || key.chars().skip(1).any(|c| c == '=') || key.contains('\0') {
             return Err(SpawnError::Invalid(format!("bad environment name {key:?}")));
         }
         if !vars.iter().any(|(n, _)| n.eq_ignore_ascii_case(&key)) {
@@ -292,11 +293,11 @@ fn open_inheritable(path: &OsStr, access: u32, disposition: u32) -> io::Result<O
 
 /// An inheritable duplicate of this process's own stdio handle `which`, or
 /// the null device when it has none (a GUI process, a closed stream).
-fn inherit_own(which: u32, read: bool) -> io::Result<OwnedHandle> {
+fn inherit_own(which: u32) -> io::Result<OwnedHandle> {
     // SAFETY: plain call; the handle is borrowed, never closed here.
     let own: HANDLE = unsafe { GetStdHandle(which) };
     if own.is_null() || own == INVALID_HANDLE_VALUE {
-        return null_device(read);
+        return null_device();
     }
     let mut dup: HANDLE = ptr::null_mut();
     // SAFETY: valid process pseudo-handles, a handle of ours, an out pointer.
@@ -313,13 +314,12 @@ fn inherit_own(which: u32, read: bool) -> io::Result<OwnedHandle> {
     };
     if ok == 0 {
         // A stale handle (the stream was closed): the child gets nothing.
-        return null_device(read);
+        return null_device();
     }
     sys::owned(dup, ptr::null_mut())
 }
 
-fn null_device(read: bool) -> io::Result<OwnedHandle> {
-    let _ = read;
+fn null_device() -> io::Result<OwnedHandle> {
     open_inheritable(
         OsStr::new("NUL"),
         GENERIC_READ | GENERIC_WRITE,
@@ -330,17 +330,15 @@ fn null_device(read: bool) -> io::Result<OwnedHandle> {
 fn stdio_handle(fd: usize, spec: &Stdio) -> Result<OwnedHandle, SpawnError> {
     let read = fd == 0;
     let r = match spec {
-        Stdio::Ignore => null_device(read),
-        Stdio::Inherit => inherit_own(
-            [STD_INPUT_HANDLE, STD_OUTPUT_HANDLE, STD_ERROR_HANDLE][fd],
-            read,
-        ),
+        Stdio::Ignore => null_device(),
+        Stdio::Inherit => inherit_own([STD_INPUT_HANDLE, STD_OUTPUT_HANDLE, STD_ERROR_HANDLE][fd]),
         Stdio::File { path, .. } if read => {
             open_inheritable(path.as_os_str(), GENERIC_READ, OPEN_EXISTING)
         }
         Stdio::File { path, append: true } => open_inheritable(
             path.as_os_str(),
-            FILE_APPEND_DATA | windows_sys::Win32::Foundation::GENERIC_READ,
+            // Every write lands at the end; SYNCHRONIZE for synchronous I/O.
+            FILE_APPEND_DATA | windows_sys::Win32::Storage::FileSystem::SYNCHRONIZE,
             OPEN_ALWAYS,
         ),
         Stdio::File {
@@ -586,5 +584,6 @@ mod tests {
         assert!(env_block(&[(OsString::from("a=b"), OsString::new())]).is_err());
         // `=C:` style names (per-drive cwd) are allowed.
         assert!(env_block(&[(OsString::from("=C:"), OsString::from("C:\\"))]).is_ok());
+        assert!(env_block(&[(OsString::from("é=x"), OsString::new())]).is_err());
     }
 }

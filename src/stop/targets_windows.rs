@@ -2,9 +2,9 @@
 //! job for a group stop), and a bare pid held through a process handle.
 //!
 //! The soft step is CTRL_BREAK_EVENT (`Signal` SIGBREAK, chosen by the
-//! binding only when it can reach the target); SIGKILL is
-//! `TerminateJobObject` for a group stop of our child, `TerminateProcess`
-//! otherwise. A bare pid is opened once, checked against the identity
+//! binding only for a child of ours that leads a console group sharing our
+//! console); SIGKILL is `TerminateJobObject` for a group stop of our child,
+//! `TerminateProcess` otherwise (a bare pid gets only that). A bare pid is opened once, checked against the identity
 //! through that handle, and every later step goes through it: the handle
 //! pins the process, so a recycled pid is never hit.
 
@@ -62,14 +62,13 @@ pub enum Open<T> {
 }
 
 pub struct HandleTarget {
-    pid: Pid,
     wait: HandleWait,
-    /// CTRL_BREAK_EVENT may go to the group this pid leads.
-    can_break: bool,
 }
 
 impl HandleTarget {
-    pub fn open(pid: Pid, identity: Option<&str>, group: bool) -> io::Result<Open<HandleTarget>> {
+    /// `group` has no meaning for a bare pid on Windows (no job of ours
+    /// holds its tree): only the process itself is terminated.
+    pub fn open(pid: Pid, identity: Option<&str>, _group: bool) -> io::Result<Open<HandleTarget>> {
         let access = sys::PROCESS_SYNCHRONIZE
             | sys::PROCESS_TERMINATE
             | sys::PROCESS_QUERY_LIMITED_INFORMATION;
@@ -89,16 +88,9 @@ impl HandleTarget {
                 return Ok(Open::Reused);
             }
         }
-        let can_break = group && sys::shares_console(pid.as_raw() as u32);
         Ok(Open::Target(HandleTarget {
-            pid,
             wait: HandleWait::new(handle)?,
-            can_break,
         }))
-    }
-
-    pub fn can_break(&self) -> bool {
-        self.can_break
     }
 }
 
@@ -111,11 +103,9 @@ impl StopTarget for HandleTarget {
         if self.wait.has_exited() {
             return Ok(false);
         }
-        if sig == Signal::KILL {
-            sys::terminate_process(self.wait.handle())?;
-        } else {
-            sys::ctrl_break(self.pid.as_raw() as u32)?;
-        }
+        // Only SIGKILL is ever planned for a bare pid (see the binding).
+        let _ = sig;
+        sys::terminate_process(self.wait.handle())?;
         Ok(true)
     }
 
