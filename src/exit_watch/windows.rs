@@ -130,8 +130,17 @@ impl Watched {
         if inner.status.is_some() || sys::has_exited(&self.process)? {
             return Ok(false);
         }
+        // Under the state lock: the settle, which reads `terminated_by`,
+        // waits for it.
+        if let Err(e) = sys::terminate_process(&self.process) {
+            // It exited on its own in between (TerminateProcess then fails).
+            return if sys::has_exited(&self.process)? {
+                Ok(false)
+            } else {
+                Err(e)
+            };
+        }
         inner.terminated_by.get_or_insert(sig);
-        sys::terminate_process(&self.process)?;
         Ok(true)
     }
 
@@ -141,8 +150,8 @@ impl Watched {
         if inner.status.is_some() || sys::has_exited(&self.process)? {
             return Ok(false);
         }
-        inner.terminated_by.get_or_insert(Signal::KILL);
         sys::terminate_job(&self.job)?;
+        inner.terminated_by.get_or_insert(Signal::KILL);
         Ok(true)
     }
 
