@@ -240,9 +240,11 @@ export declare class SupervisedProcess<T extends SupervisedShape = SupervisedSha
    * How the exit is watched: 'pidfd' (polled by this thread's event loop),
    * 'pidfd-tokio' (a native runtime task; runtimes without libuv, or
    * PROCWARD_EXIT_WATCH=tokio) or 'fallback' (a waiter thread: no pidfd);
-   * on macOS 'kqueue' (EVFILT_PROC on a native runtime task) or 'fallback'.
+   * on macOS 'kqueue' (EVFILT_PROC on a native runtime task) or 'fallback';
+   * on Windows 'job' (a registered wait on the process handle, then the
+   * child's Job object is terminated).
    */
-  readonly exitWatch: 'pidfd' | 'pidfd-tokio' | 'kqueue' | 'fallback'
+  readonly exitWatch: 'pidfd' | 'pidfd-tokio' | 'kqueue' | 'fallback' | 'job'
   /**
    * The child's own cgroup (its path under the cgroup2 mount) while it
    * lives; null once reaped, or without the `cgroup` option.

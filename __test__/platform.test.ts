@@ -81,7 +81,9 @@ describe('platform keys', () => {
     const cpu: Record<string, string> = { x86_64: 'x64', aarch64: 'arm64' }
     const fromTargets = pkg.napi.targets.map((t) => {
       const [arch = '', , os, abi] = t.split('-')
-      return os === 'darwin' ? `darwin-${cpu[arch]}` : `${os}-${cpu[arch]}-${abi}`
+      if (os === 'darwin') return `darwin-${cpu[arch]}`
+      if (os === 'windows') return `win32-${cpu[arch]}`
+      return `${os}-${cpu[arch]}-${abi}`
     })
     expect([...platform.SUPPORTED].sort()).toEqual(fromTargets.sort())
     expect(readdirSync(join(ROOT, 'npm')).sort()).toEqual(fromTargets.sort())
@@ -105,7 +107,7 @@ describe('loading on a platform without a binary', () => {
   const supportedList = platform.SUPPORTED.join(', ')
 
   for (const [p, arch, key] of [
-    ['win32', 'x64', 'win32-x64'],
+    ['win32', 'arm64', 'win32-arm64'],
     ['freebsd', 'x64', 'freebsd-x64'],
     ['linux', 'riscv64', 'linux-riscv64-gnu'],
     ['darwin', 'ia32', 'darwin-ia32'],
@@ -130,6 +132,12 @@ describe('loading on a platform without a binary', () => {
       packageName: 'procward-darwin-arm64',
     })
     expect(darwin.message).toContain('procward-darwin-arm64')
+    const windows = await loadAs(fake('win32', 'x64'), 'cjs')
+    expect(windows).toMatchObject({
+      code: 'ERR_PROCWARD_BINARY_NOT_FOUND',
+      platform: 'win32-x64',
+      packageName: 'procward-win32-x64',
+    })
     // musl told apart by ldd: this machine's glibc binary must not be taken.
     const musl = await loadAs(fake('linux', 'x64', 'musl libc (x86_64)\n'))
     expect(musl).toMatchObject({ code: 'ERR_PROCWARD_BINARY_NOT_FOUND', platform: 'linux-x64-musl' })

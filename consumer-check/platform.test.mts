@@ -25,6 +25,7 @@ it('depends on every platform package of its own version, optionally', () => {
     'linux-arm64-musl',
     'darwin-x64',
     'darwin-arm64',
+    'win32-x64',
   ]
   expect(pkg.optionalDependencies).toEqual(Object.fromEntries(platforms.map((p) => [`procward-${p}`, pkg.version])))
 })

@@ -12,6 +12,7 @@ const SUPPORTED = Object.freeze([
   'linux-arm64-musl',
   'darwin-x64',
   'darwin-arm64',
+  'win32-x64',
 ])
 
 /** `process.platform`-`process.arch`, plus the C library on Linux. */

@@ -726,6 +726,8 @@ function readSupervisorState(stateFile) {
 
 // ---- handleSignals ------------------------------------------------------------------
 
+const WINDOWS = process.platform === 'win32'
+
 /** Supervisors that opted in and are between start() and their end. */
 const signalled = new Set()
 /** signal → our process listener, while installed. */
@@ -756,8 +758,9 @@ function onProcessSignal(sig) {
     for (const [s, l] of listeners) process.removeListener(s, l)
     listeners.clear()
     // Die of the signal itself (exit status 128 + n, as a shell reports
-    // it), never process.exit().
-    process.kill(process.pid, sig)
+    // it), never process.exit(). Windows cannot raise SIGBREAK or SIGHUP:
+    // there `process.kill` of ourselves terminates, as it does for SIGTERM.
+    process.kill(process.pid, WINDOWS && (sig === 'SIGBREAK' || sig === 'SIGHUP') ? 'SIGTERM' : sig)
   })
 }
 
@@ -766,6 +769,9 @@ function syncSignalListeners() {
   if (signalled.size > 0) {
     want.add('SIGTERM')
     want.add('SIGINT')
+    // Windows' Ctrl-Break (and a console CTRL_BREAK_EVENT, the first step
+    // of a stop there) arrives as SIGBREAK.
+    if (WINDOWS) want.add('SIGBREAK')
     if ([...signalled].some((s) => s._hup !== null)) want.add('SIGHUP')
   }
   for (const [sig, l] of listeners) {

@@ -1,9 +1,9 @@
 // Checks a cross-built addon that this machine cannot load: the right file
 // format, CPU and kind (a shared library), the C library it needs, and the
-// one symbol Node looks up when it loads an addon. Reads ELF and 64-bit
-// Mach-O headers directly, so it needs nothing but Node.
+// one symbol Node looks up when it loads an addon. Reads ELF, 64-bit Mach-O
+// and PE32+ headers directly, so it needs nothing but Node.
 //
-// Usage: node scripts/check-binary.cjs FILE KEY   (KEY: linux-arm64-musl, darwin-x64, ...)
+// Usage: node scripts/check-binary.cjs FILE KEY   (KEY: linux-arm64-musl, darwin-x64, win32-x64, ...)
 // Prints one line describing the binary; exits 1 with the reason otherwise.
 
 const { readFileSync } = require('node:fs')
@@ -176,14 +176,52 @@ function macho(buf) {
   return { format: 'Mach-O', shared: filetype === 6, cpu, needed, exports, signed, minos, napiImports }
 }
 
+// PE32+ (Windows): COFF header, optional header's data directories, and the
+// export and import tables, found through the section table.
+function pe(buf) {
+  const at = buf.readUInt32LE(0x3c)
+  if (buf.readUInt32BE(at) !== 0x50450000) throw new Error('MZ without a PE header')
+  const cpu = { 34404: 'x64', 43620: 'arm64' }[buf.readUInt16LE(at + 4)] ?? `machine ${buf.readUInt16LE(at + 4)}`
+  const nsections = buf.readUInt16LE(at + 6)
+  const optSize = buf.readUInt16LE(at + 20)
+  const dll = (buf.readUInt16LE(at + 22) & 0x2000) !== 0
+  const opt = at + 24
+  if (buf.readUInt16LE(opt) !== 0x20b) throw new Error('not PE32+')
+  const sections = []
+  for (let i = 0; i < nsections; i++) {
+    const s = opt + optSize + i * 40
+    sections.push({ va: buf.readUInt32LE(s + 12), size: buf.readUInt32LE(s + 16), raw: buf.readUInt32LE(s + 20) })
+  }
+  const off = (rva) => {
+    const s = sections.find((x) => rva >= x.va && rva < x.va + x.size)
+    if (!s) throw new Error(`RVA ${rva} in no section`)
+    return rva - s.va + s.raw
+  }
+  const exports = new Set()
+  const exportRva = buf.readUInt32LE(opt + 112)
+  if (exportRva !== 0) {
+    const e = off(exportRva)
+    const names = off(buf.readUInt32LE(e + 32))
+    for (let i = 0; i < buf.readUInt32LE(e + 24); i++) exports.add(cstr(buf, off(buf.readUInt32LE(names + i * 4))))
+  }
+  const needed = []
+  const importRva = buf.readUInt32LE(opt + 120)
+  if (importRva !== 0) {
+    for (let d = off(importRva); buf.readUInt32LE(d + 12) !== 0; d += 20)
+      needed.push(cstr(buf, off(buf.readUInt32LE(d + 12))))
+  }
+  return { format: 'PE', shared: dll, cpu, needed, exports }
+}
+
 function check(file, key) {
   const buf = readFileSync(file)
   const [os, arch, libc] = key.split('-')
   const isElf = buf.readUInt32BE(0) === 0x7f454c46
   const isMacho = buf.readUInt32LE(0) === 0xfeedfacf
-  if (!isElf && !isMacho) throw new Error('neither ELF nor 64-bit Mach-O')
-  const b = isElf ? elf(buf) : macho(buf)
-  const want = os === 'darwin' ? 'Mach-O' : 'ELF'
+  const isPe = buf.readUInt16BE(0) === 0x4d5a
+  if (!isElf && !isMacho && !isPe) throw new Error('neither ELF, 64-bit Mach-O nor PE')
+  const b = isElf ? elf(buf) : isMacho ? macho(buf) : pe(buf)
+  const want = os === 'darwin' ? 'Mach-O' : os === 'win32' ? 'PE' : 'ELF'
   if (b.format !== want) throw new Error(`${b.format}, want ${want}`)
   if (!b.shared) throw new Error('not a shared library')
   if (b.cpu !== arch) throw new Error(`built for ${b.cpu}, want ${arch}`)
@@ -220,6 +258,13 @@ function check(file, key) {
       `macOS >= ${b.minos.join('.')}`,
       b.signed ? 'signed' : 'unsigned',
     )
+  } else if (os === 'win32') {
+    // Node-API is looked up in the running node.exe at load time (napi-sys
+    // on Windows); an import of node.exe or libnode.dll would tie the
+    // binary to one executable's name.
+    const node = b.needed.find((n) => /^(node\.exe|libnode\.dll)$/i.test(n))
+    if (node) throw new Error(`imports ${node}: Node-API must be resolved at load time`)
+    notes.push(`imports ${b.needed.join(', ')}`)
   }
   return notes.join(', ')
 }

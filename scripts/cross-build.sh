@@ -5,7 +5,11 @@
 #
 #   macOS (x86_64, aarch64): cargo check, cargo clippy -D warnings (all
 #     targets, tests included), and a linked release .node;
-#   Linux aarch64 glibc, x86_64 musl, aarch64 musl: a linked release .node.
+#   Linux aarch64 glibc, x86_64 musl, aarch64 musl: a linked release .node;
+#   Windows x86_64 (windows-gnu, linked by mingw-w64): cargo clippy -D
+#     warnings (all targets; it checks everything cargo check would), a
+#     linked release .node, and a smoke test of it under Wine with Node's
+#     Windows build (scripts/wine-smoke.sh).
 #
 # Each .node lands in npm/<platform>/ (where its package publishes it from)
 # and is checked by scripts/check-binary.cjs: format, CPU, C library, the
@@ -14,9 +18,10 @@
 # under qemu-user by Node's own arm64 build from the npm registry.
 #
 # Usage: scripts/cross-build.sh [TARGET...]     (default: every target)
-#   PROCWARD_CROSS_SMOKE=0   skip the qemu smoke test
-# All targets share the project's target/ directory; each one's std is
-# compiled once there and reused by later runs.
+#   PROCWARD_CROSS_SMOKE=0   skip the qemu and Wine smoke tests
+# All targets share one target directory (CARGO_TARGET_DIR, default the
+# project's target/); each one's std is compiled once there and reused by
+# later runs.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
@@ -27,6 +32,7 @@ ALL_TARGETS=(
   aarch64-unknown-linux-musl
   x86_64-apple-darwin
   aarch64-apple-darwin
+  x86_64-pc-windows-gnu
 )
 NODE_ARM64_VERSION=20.20.2
 TARGETS=("$@")
@@ -35,7 +41,8 @@ TARGETS=("$@")
 SMOKE="${PROCWARD_CROSS_SMOKE:-1}"
 TOOLCHAIN_ARGS=()
 for t in "${TARGETS[@]}"; do
-  [ "$t" = aarch64-unknown-linux-gnu ] && [ "$SMOKE" = 1 ] && TOOLCHAIN_ARGS=(--with-qemu)
+  [ "$t" = aarch64-unknown-linux-gnu ] && [ "$SMOKE" = 1 ] && TOOLCHAIN_ARGS+=(--with-qemu)
+  [ "$t" = x86_64-pc-windows-gnu ] && TOOLCHAIN_ARGS+=(--with-windows)
 done
 LINKERS="$(bash scripts/cross-toolchain.sh "${TOOLCHAIN_ARGS[@]}")"
 
@@ -62,6 +69,7 @@ platform_key() {
     aarch64-unknown-linux-musl) echo linux-arm64-musl ;;
     x86_64-apple-darwin) echo darwin-x64 ;;
     aarch64-apple-darwin) echo darwin-arm64 ;;
+    x86_64-pc-windows-gnu) echo win32-x64 ;;
     *) echo "cross-build: unknown target $1 (known: ${ALL_TARGETS[*]})" >&2; return 1 ;;
   esac
 }
@@ -75,8 +83,12 @@ for t in "${TARGETS[@]}"; do
     # (the addon Node dlopens) cannot.
     *-musl) export "CARGO_TARGET_${var}_RUSTFLAGS=-C target-feature=-crt-static" ;;
   esac
+  # napi-build links windows-gnu against a libnode (see cross-toolchain.sh).
+  [[ "$t" == *-windows-gnu ]] && export LIBNODE_PATH="$LINKERS/../libnode"
   if [[ "$t" == *-apple-darwin ]]; then
     timed "$t: cargo check" cargo check --quiet --lib --target "$t" "${BUILD_STD[@]}"
+  fi
+  if [[ "$t" == *-apple-darwin || "$t" == *-windows-gnu ]]; then
     timed "$t: cargo clippy -D warnings" \
       cargo clippy --quiet --all-targets --target "$t" "${BUILD_STD[@]}" -- -D warnings
   fi
@@ -92,8 +104,15 @@ for t in "${TARGETS[@]}"; do
     "${apple[@]}" cargo build --quiet --release --lib --target "$t" "${BUILD_STD[@]}"
   lib="${CARGO_TARGET_DIR:-target}/$t/release/libprocward.so"
   [[ "$t" == *-apple-darwin ]] && lib="${CARGO_TARGET_DIR:-target}/$t/release/libprocward.dylib"
+  [[ "$t" == *-windows-gnu ]] && lib="${CARGO_TARGET_DIR:-target}/$t/release/procward.dll"
   cp "$lib" "npm/$key/procward.$key.node"
   node scripts/check-binary.cjs "npm/$key/procward.$key.node" "$key"
+done
+
+# The Windows build, run: Node's Windows build from npm under Wine.
+for t in "${TARGETS[@]}"; do
+  [ "$t" = x86_64-pc-windows-gnu ] && [ "$SMOKE" = 1 ] || continue
+  timed "$t: smoke test under Wine" bash scripts/wine-smoke.sh npm/win32-x64/procward.win32-x64.node
 done
 
 # The arm64 Linux build, run: Node's arm64 build from npm under qemu-user,

@@ -20,13 +20,16 @@ WORK="$(mktemp -d "${TMPDIR:-/tmp}/procward-pack.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
 
 VERSION="$(node -p 'require("./package.json").version')"
-# napi target triples → platform keys, as napi names them (linux-x64-gnu, darwin-arm64).
+# napi target triples → platform keys, as the loader names them (linux-x64-gnu,
+# darwin-arm64, win32-x64: process.platform-process.arch, plus the C library on Linux).
 mapfile -t KEYS < <(node -e '
   const { targets } = require("./package.json").napi
   const cpu = { x86_64: "x64", aarch64: "arm64" }
   for (const t of targets) {
     const [arch, , os, abi] = t.split("-")
-    console.log(os === "darwin" ? `darwin-${cpu[arch]}` : `${os}-${cpu[arch]}-${abi}`)
+    if (os === "darwin") console.log(`darwin-${cpu[arch]}`)
+    else if (os === "windows") console.log(`win32-${cpu[arch]}`)
+    else console.log(`${os}-${cpu[arch]}-${abi}`)
   }')
 
 for key in "${KEYS[@]}"; do

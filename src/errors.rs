@@ -43,6 +43,7 @@ pub fn errno_name(errno: i32) -> &'static str {
         libc::ELOOP => "ELOOP",
         libc::ENAMETOOLONG => "ENAMETOOLONG",
         libc::ETIMEDOUT => "ETIMEDOUT",
+        #[cfg(unix)]
         libc::ESTALE => "ESTALE",
         _ => "EUNKNOWN",
     }
@@ -51,7 +52,7 @@ pub fn errno_name(errno: i32) -> &'static str {
 /// The C library's text for an errno, in Node's lower case, without Rust's
 /// " (os error N)" suffix: "no such file or directory".
 pub fn describe(errno: i32) -> String {
-    let text = io::Error::from_raw_os_error(errno).to_string();
+    let text = c_library_text(errno);
     let text = match text.rfind(" (os error ") {
         Some(i) => &text[..i],
         None => &text,
@@ -61,6 +62,21 @@ pub fn describe(errno: i32) -> String {
         Some(first) => first.to_lowercase().chain(chars).collect(),
         None => format!("error {errno}"),
     }
+}
+
+#[cfg(unix)]
+fn c_library_text(errno: i32) -> String {
+    io::Error::from_raw_os_error(errno).to_string()
+}
+
+/// On Windows an `io::Error` number is a Win32 error, not an errno: ask the
+/// C runtime instead.
+#[cfg(windows)]
+fn c_library_text(errno: i32) -> String {
+    // SAFETY: strerror returns a NUL-terminated string in a per-thread
+    // buffer of the C runtime, read at once here.
+    let text = unsafe { std::ffi::CStr::from_ptr(libc::strerror(errno)) };
+    text.to_string_lossy().into_owned()
 }
 
 /// A JSON string literal (the fields here are short and mostly ASCII).

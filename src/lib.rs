@@ -10,17 +10,29 @@ pub mod binding;
 pub mod cgroup;
 pub mod duration;
 pub mod errors;
+#[cfg(unix)]
+pub mod exit_watch;
+#[cfg(windows)]
+#[path = "exit_watch/windows.rs"]
 pub mod exit_watch;
 #[cfg(target_os = "linux")]
 mod js_loop;
-#[cfg(not(target_os = "linux"))]
+#[cfg(target_os = "macos")]
 #[path = "js_loop_none.rs"]
 mod js_loop;
 #[cfg(any(target_os = "linux", target_os = "macos"))]
 pub mod lock;
+#[cfg(windows)]
+#[path = "lock/windows.rs"]
+pub mod lock;
 pub mod pid;
 pub mod proc_info;
+#[cfg(unix)]
 mod runtime;
+#[cfg(unix)]
+pub mod spawn;
+#[cfg(windows)]
+#[path = "spawn/windows.rs"]
 pub mod spawn;
 pub mod stop;
 #[cfg(target_os = "linux")]
@@ -30,8 +42,13 @@ pub mod sys;
 #[cfg(target_os = "macos")]
 #[path = "sys_macos.rs"]
 pub mod sys;
+#[cfg(windows)]
+#[path = "sys_windows.rs"]
+pub mod sys;
+#[cfg(unix)]
 pub mod wait;
 
+#[cfg(unix)]
 use napi::bindgen_prelude::JsValue;
 use napi::Result;
 use napi_derive::napi;
@@ -111,19 +128,32 @@ pub fn get_process_info(pid: f64) -> Result<Option<ProcessInfo>> {
 
 // ---- supervised spawn ---------------------------------------------------------
 
+#[cfg(unix)]
 use std::os::fd::IntoRawFd;
+#[cfg(unix)]
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+#[cfg(unix)]
+use std::time::Duration;
+use std::time::Instant;
 
+#[cfg(unix)]
 use napi::bindgen_prelude::{Function, PromiseRaw};
+#[cfg(unix)]
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+#[cfg(unix)]
 use napi::{Env, Status};
 
-use exit_watch::{Backend, ExitStatus, Watched};
+use exit_watch::ExitStatus;
+#[cfg(unix)]
+use exit_watch::{Backend, Watched};
 use pid::Signal;
+#[cfg(unix)]
 use spawn::{Command, SpawnError, Stdio};
+#[cfg(unix)]
 use stop::targets::{ChildTarget, Open, PidfdTarget, PollTarget};
-use stop::{Deadlines, Escalation, Outcome, StopPlan, StopReport};
+#[cfg(unix)]
+use stop::Outcome;
+use stop::{Deadlines, Escalation, StopPlan, StopReport};
 
 #[napi(object)]
 pub struct NativeStdio {
@@ -193,6 +223,7 @@ fn signal_label(num: i32) -> String {
     pid::signal_name(num).map_or_else(|| format!("SIG{num}"), str::to_owned)
 }
 
+#[cfg(unix)]
 type ExitCallback = ThreadsafeFunction<NativeExitInfo, (), NativeExitInfo, Status, false>;
 
 fn to_signal(num: i32) -> Result<Signal> {
@@ -205,6 +236,7 @@ fn to_signal(num: i32) -> Result<Signal> {
 /// (finding or executing the program: Node's `spawn <command> <CODE>`),
 /// "chdir" (the cwd), "open" (the stdio file of fd `fd`) or "setup" (a step
 /// of the child between clone and exec: setuid, setgid, setpgid, ...).
+#[cfg(unix)]
 fn spawn_err(err: SpawnError) -> napi::Error {
     use spawn::Stage;
     match err {
@@ -248,6 +280,7 @@ fn spawn_err(err: SpawnError) -> napi::Error {
 
 /// A uid or gid from JS: an integer in 0..=2^32-2 (2^32-1 is the "no
 /// change" id of setresuid, never a real one).
+#[cfg(unix)]
 fn to_id(value: Option<f64>, what: &str) -> Result<Option<u32>> {
     match value {
         None => Ok(None),
@@ -263,12 +296,14 @@ fn to_id(value: Option<f64>, what: &str) -> Result<Option<u32>> {
 
 /// How the exit reaches JS: a threadsafe function (from a runtime or
 /// waiter thread), or the JS loop itself.
+#[cfg(unix)]
 enum Delivery {
     Threadsafe(Arc<Mutex<Option<ExitCallback>>>),
     Loop(js_loop::LoopRef),
 }
 
 /// The native side of a `SupervisedProcess`. The JS class in `lib/` wraps it.
+#[cfg(unix)]
 #[napi]
 pub struct NativeChild {
     watched: Arc<Watched>,
@@ -278,6 +313,7 @@ pub struct NativeChild {
     pipes: Mutex<[Option<std::os::fd::OwnedFd>; 4]>,
 }
 
+#[cfg(unix)]
 #[napi]
 impl NativeChild {
     #[napi(getter)]
@@ -397,6 +433,7 @@ impl NativeChild {
     }
 }
 
+#[cfg(unix)]
 impl NativeChild {
     #[allow(deprecated)] // napi-rs keeps napi_(un)ref_threadsafe_function behind refer/unref
     fn set_ref(&self, env: &Env, on: bool) -> Result<()> {
@@ -415,6 +452,7 @@ impl NativeChild {
     }
 }
 
+#[cfg(unix)]
 fn threadsafe_delivery(
     on_exit: &Function<NativeExitInfo, ()>,
 ) -> Result<(Arc<Mutex<Option<ExitCallback>>>, exit_watch::OnExit)> {
@@ -435,6 +473,7 @@ fn threadsafe_delivery(
     Ok((callback, deliver))
 }
 
+#[cfg(unix)]
 fn pipe_ends(
     [a, b, c]: [Option<std::os::fd::OwnedFd>; 3],
     notify: Option<std::os::fd::OwnedFd>,
@@ -444,8 +483,10 @@ fn pipe_ends(
 
 /// How long the native reaper leaves a child's exit to the JS loop before
 /// settling it itself (see `exit_watch::watch_beside_loop`).
+#[cfg(unix)]
 const LOOP_FIRST: Duration = Duration::from_millis(1);
 
+#[cfg(unix)]
 #[napi]
 pub fn spawn_supervised(
     env: Env,
@@ -694,6 +735,7 @@ fn stop_result(report: StopReport, started: Instant, exit: Option<ExitStatus>) -
     }
 }
 
+#[cfg(unix)]
 fn stop_io_err(e: std::io::Error) -> napi::Error {
     if e.kind() == std::io::ErrorKind::InvalidInput && e.raw_os_error().is_none() {
         return coded("EINVAL", e);
@@ -703,6 +745,7 @@ fn stop_io_err(e: std::io::Error) -> napi::Error {
 
 /// Stops a bare pid (not a child of ours): pidfd-pinned, identity-checked.
 /// Bad arguments throw here, before anything is sent.
+#[cfg(unix)]
 #[napi(ts_return_type = "Promise<NativeStopResult>")]
 pub fn stop_pid<'env>(
     env: &'env Env,

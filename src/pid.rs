@@ -65,6 +65,7 @@ impl fmt::Display for Pid {
 }
 
 /// This OS's signal numbers by name, as Node spells them (`os.constants.signals`).
+#[cfg(unix)]
 const SIGNALS: &[(&str, i32)] = &[
     ("SIGHUP", libc::SIGHUP),
     ("SIGINT", libc::SIGINT),
@@ -104,6 +105,24 @@ const SIGNALS: &[(&str, i32)] = &[
     ("SIGSYS", libc::SIGSYS),
 ];
 
+/// Windows has no signals between processes; these are the numbers Node
+/// gives the names it accepts there (`os.constants.signals` on win32), which
+/// procward maps to console control events or termination (`stop`).
+#[cfg(windows)]
+const SIGNALS: &[(&str, i32)] = &[
+    ("SIGHUP", 1),
+    ("SIGINT", 2),
+    ("SIGQUIT", 3),
+    ("SIGILL", 4),
+    ("SIGFPE", 8),
+    ("SIGKILL", 9),
+    ("SIGSEGV", 11),
+    ("SIGTERM", 15),
+    ("SIGBREAK", 21),
+    ("SIGABRT", 22),
+    ("SIGWINCH", 28),
+];
+
 /// A signal number that is safe to send: 1..=64, never 0 (0 only probes, and
 /// the probing APIs do that themselves).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,7 +130,8 @@ pub struct Signal(i32);
 
 impl Signal {
     pub const TERM: Signal = Signal(libc::SIGTERM);
-    pub const KILL: Signal = Signal(libc::SIGKILL);
+    /// 9 on every OS procward runs on (Windows: Node's number for it).
+    pub const KILL: Signal = Signal(9);
 
     pub fn from_name(name: &str) -> Option<Signal> {
         SIGNALS

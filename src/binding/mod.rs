@@ -5,6 +5,11 @@
 pub mod cgroup;
 #[cfg(any(target_os = "linux", target_os = "macos"))]
 pub mod lock;
+#[cfg(windows)]
+pub mod lock_windows;
 #[cfg(target_os = "linux")]
 pub mod supervisor;
+#[cfg(unix)]
 pub mod wait;
+#[cfg(windows)]
+pub mod windows;

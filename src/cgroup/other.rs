@@ -4,14 +4,15 @@
 
 use super::{Support, Usage};
 
+/// Windows needs no cgroup: every child is born in a Job object that holds
+/// its whole tree.
+#[cfg(windows)]
+const WHY: &str = "cgroups are a Linux mechanism; on Windows every child is already contained by its Job object (its whole tree dies with it, and with this process)";
+#[cfg(not(windows))]
+const WHY: &str = "cgroups are a Linux mechanism, and this system has none (nothing here can contain a process tree that leaves its process group)";
+
 pub fn support() -> Support {
-    Support::no(
-        None,
-        format!(
-            "cgroups are a Linux mechanism; {} has none (nothing here can contain a process tree that leaves its process group)",
-            std::env::consts::OS
-        ),
-    )
+    Support::no(None, WHY.to_string())
 }
 
 /// Never constructed here; it keeps the exit path's types the same on

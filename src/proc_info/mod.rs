@@ -24,6 +24,11 @@ pub use macos::{
     stat_and_identity_of_pidfd, thread_of,
 };
 
+#[cfg(windows)]
+mod windows;
+#[cfg(windows)]
+pub use windows::{identity_of_handle, is_running, is_running_as, process_info, thread_of};
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProcState {
     Running,

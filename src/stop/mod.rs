@@ -18,6 +18,10 @@
 //! `signal: SIGKILL` is a kill deadline of "now". Nothing can loosen them:
 //! the combined stop ends no later than the soonest bound any caller asked for.
 
+#[cfg(unix)]
+pub mod targets;
+#[cfg(windows)]
+#[path = "targets_windows.rs"]
 pub mod targets;
 
 use std::future::Future;
