@@ -115,6 +115,17 @@ async function main(binary, workdir) {
       assert.equal(p.isProcessRunning(child.pid), false)
     })
 
+    await check('cgroup: unavailable, with the reason; resourceUsage() is all null', async () => {
+      const support = p.cgroupSupport()
+      assert.equal(support.available, false)
+      assert.match(support.reason, /Job object/)
+      assert.throws(() => p.spawnSupervised(node, ['-e', ''], { cgroup: true }), { code: 'ERR_CGROUP_UNAVAILABLE' })
+      const child = p.spawnSupervised(node, ['-e', ''], { stdio: 'ignore' })
+      assert.equal(child.cgroup, null)
+      assert.deepEqual(child.resourceUsage(), { cpuUsec: null, memoryBytes: null, pids: null })
+      await within(20000, 'exited', child.exited)
+    })
+
     await check('a missing command throws ENOENT', () => {
       assert.throws(() => p.spawnSupervised('procward-no-such-command', []), { code: 'ENOENT' })
     })

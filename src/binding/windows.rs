@@ -12,7 +12,8 @@
 //! - `kill(sig)`: SIGBREAK as above; SIGTERM, SIGKILL, SIGINT, SIGQUIT
 //!   terminate the child alone, as `child_process` does on Windows; others
 //!   are ENOSYS, as there;
-//! - not available: `'pipe'` stdio, `uid`/`gid`, the readiness fd (ENOTSUP).
+//! - not available: `'pipe'` stdio, `uid`/`gid`, the readiness fd (ENOTSUP);
+//!   `cgroup` (ERR_CGROUP_UNAVAILABLE: the Job object is the containment).
 
 use std::ffi::OsString;
 use std::io;
@@ -95,6 +96,23 @@ impl NativeChild {
     #[napi(getter)]
     pub fn backend(&self) -> &'static str {
         "job"
+    }
+
+    /// No cgroups on Windows (the Job object contains the tree instead).
+    #[napi(getter)]
+    pub fn cgroup(&self) -> Option<String> {
+        None
+    }
+
+    #[napi]
+    pub fn cgroup_record(&self) -> Option<Vec<String>> {
+        None
+    }
+
+    /// Unknown here: every field null.
+    #[napi]
+    pub fn resource_usage(&self) -> crate::binding::cgroup::NativeUsage {
+        crate::binding::cgroup::usage(None)
     }
 
     /// false once it has exited.
@@ -226,6 +244,12 @@ pub fn spawn_supervised(
     }
     if options.notify_fd.is_some() {
         return Err(not_supported("a readiness fd (notifyFd)"));
+    }
+    if options.cgroup {
+        // The Job object already holds the whole tree; a cgroup request
+        // gets ERR_CGROUP_UNAVAILABLE with that reason, never a silent
+        // "yes".
+        crate::binding::cgroup::contain(options.cgroup_parent.as_deref(), true)?;
     }
     let stdio = [
         stdio_spec(&options, 0)?,

@@ -64,6 +64,8 @@ pub fn contain(
     ))
 }
 
+// Windows spawns through its own module, which has no cgroup to enter.
+#[cfg(unix)]
 impl Cgroup {
     pub fn into_spawn(&self) -> std::io::Result<crate::spawn::IntoCgroup> {
         match self.0 {}
