@@ -45,7 +45,6 @@ pub mod sys;
 #[cfg(windows)]
 #[path = "sys_windows.rs"]
 pub mod sys;
-#[cfg(unix)]
 pub mod wait;
 
 #[cfg(unix)]

@@ -9,7 +9,6 @@ pub mod lock;
 pub mod lock_windows;
 #[cfg(target_os = "linux")]
 pub mod supervisor;
-#[cfg(unix)]
 pub mod wait;
 #[cfg(windows)]
 pub mod windows;

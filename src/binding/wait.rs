@@ -4,7 +4,9 @@ use napi::Result;
 use napi_derive::napi;
 use tokio::sync::watch;
 
-use crate::errors::{coded, io_err};
+use std::io;
+
+use crate::errors::coded;
 use crate::pid::Pid;
 use crate::{check_identity, exit_info, to_pid, NativeExitInfo};
 
@@ -15,7 +17,8 @@ pub struct NativeWaitResult {
 }
 
 /// One wait for a process that need not be our child. `cancel()` ends it:
-/// `wait` then resolves null, and its pidfd is closed.
+/// `wait` then resolves null, and its pidfd (kqueue, process handle) is
+/// closed.
 #[napi]
 pub struct NativeExitWait {
     cancel: watch::Sender<bool>,
@@ -61,10 +64,20 @@ impl NativeExitWait {
         let cancel = self.cancel.subscribe();
         let done = crate::wait::wait_for_exit(pid, identity.as_deref(), cancel)
             .await
-            .map_err(|e| io_err(&e, "pidfd_open"))?;
+            .map_err(|e| wait_err(&e))?;
         Ok(done.map(|d| NativeWaitResult {
             pid_reused: d.pid_reused,
             exit: d.exit.map(exit_info),
         }))
     }
+}
+
+#[cfg(unix)]
+fn wait_err(e: &io::Error) -> napi::Error {
+    crate::errors::io_err(e, "pidfd_open")
+}
+
+#[cfg(windows)]
+fn wait_err(e: &io::Error) -> napi::Error {
+    crate::binding::windows::win_err(e, "OpenProcess")
 }

@@ -24,12 +24,11 @@ use napi::bindgen_prelude::{Function, PromiseRaw};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Result, Status};
 use napi_derive::napi;
-use tokio::sync::watch;
 
 use crate::errors::{coded, system_err};
-use crate::exit_watch::{self, ExitStatus, HandleWait, Watched};
+use crate::exit_watch::{self, Watched};
 use crate::pid::{Pid, Signal};
-use crate::proc_info::{self, Identity};
+use crate::proc_info;
 use crate::spawn::{self, Command, SpawnError, Stdio};
 use crate::stop::targets::{ChildTarget, HandleTarget, Open};
 use crate::stop::{self, Outcome, StopPlan, StopReport};
@@ -362,91 +361,4 @@ pub fn stop_pid<'env>(
             .map_err(|e| win_err(&e, "kill"))?;
         Ok(stop_result(report, started, None))
     })
-}
-
-#[napi(object)]
-pub struct NativeWaitResult {
-    pub pid_reused: bool,
-    pub exit: Option<NativeExitInfo>,
-}
-
-/// One wait for a process that need not be our child, on its handle.
-#[napi]
-pub struct NativeExitWait {
-    cancel: watch::Sender<bool>,
-}
-
-impl Default for NativeExitWait {
-    fn default() -> Self {
-        NativeExitWait {
-            cancel: watch::channel(false).0,
-        }
-    }
-}
-
-#[napi]
-impl NativeExitWait {
-    #[napi(constructor)]
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    #[napi]
-    pub fn cancel(&self) {
-        self.cancel.send_replace(true);
-    }
-
-    /// Resolves once `pid` has exited, or at once when it is not running or
-    /// is not `identity`; null when cancelled. Windows gives any process's
-    /// exit code to a handle holder, so `exit` is known here.
-    #[napi]
-    pub async fn wait(
-        &self,
-        pid: f64,
-        identity: Option<String>,
-    ) -> Result<Option<NativeWaitResult>> {
-        let pid = to_pid(pid)?;
-        check_identity(identity.as_deref())?;
-        if pid == Pid::current() {
-            return Err(coded(
-                "ERR_OUT_OF_RANGE",
-                "waiting for this process's own exit would never end",
-            ));
-        }
-        let mut cancel = self.cancel.subscribe();
-        let gone = Some(NativeWaitResult {
-            pid_reused: false,
-            exit: None,
-        });
-        let access = sys::PROCESS_SYNCHRONIZE | sys::PROCESS_QUERY_LIMITED_INFORMATION;
-        let handle = match sys::open_process(pid.as_raw() as u32, access) {
-            Ok(Some(h)) => h,
-            Ok(None) => return Ok(gone),
-            Err(e) => return Err(win_err(&e, "OpenProcess")),
-        };
-        if sys::has_exited(&handle).map_err(|e| win_err(&e, "WaitForSingleObject"))? {
-            return Ok(gone);
-        }
-        if let Some(want) = identity.as_deref().and_then(Identity::decode) {
-            let have = proc_info::identity_of_handle(&handle)
-                .map_err(|e| win_err(&e, "GetProcessTimes"))?;
-            if !have.same_process(&want) {
-                return Ok(Some(NativeWaitResult {
-                    pid_reused: true,
-                    exit: None,
-                }));
-            }
-        }
-        let mut wait =
-            HandleWait::new(handle).map_err(|e| win_err(&e, "RegisterWaitForSingleObject"))?;
-        tokio::select! {
-            _ = wait.exited() => {}
-            _ = cancel.wait_for(|c| *c) => return Ok(None),
-        }
-        let code = sys::exit_code(wait.handle()).ok();
-        Ok(Some(NativeWaitResult {
-            pid_reused: false,
-            exit: code.map(|c| exit_info(ExitStatus::Code(c as i32))),
-        }))
-    }
 }

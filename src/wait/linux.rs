@@ -23,10 +23,10 @@ use tokio::io::Interest;
 use tokio::sync::watch;
 
 use super::budget::Slot;
-use super::{decode_wait_status, poll_wait, same_process, Exited};
+use super::{decode_wait_status, judge_holder, poll_wait, Exited};
 use crate::exit_watch::{self, ExitStatus};
 use crate::pid::Pid;
-use crate::proc_info::{self, InfoError, ProcState};
+use crate::proc_info::{self, ProcState};
 use crate::sys;
 
 /// Must run inside a tokio runtime (the pidfd joins its reactor).
@@ -61,15 +61,9 @@ pub async fn wait_for_exit(
     };
     if let Some(wanted) = identity {
         // After opening: the pidfd pins the process, so the answer holds.
-        match proc_info::stat_and_identity_of_pidfd(pid, &pidfd) {
-            Ok(Some((_, current))) if !same_process(&current, wanted) => {
-                return Ok(Some(Exited::REUSED))
-            }
-            Ok(Some(_)) => {}
-            // Exited and reaped since the open; its pid may be anyone's now.
-            Ok(None) => return Ok(Some(Exited::GONE)),
-            Err(InfoError::Hidden) => return Err(io::Error::from_raw_os_error(libc::EACCES)),
-            Err(InfoError::Io(e)) => return Err(e),
+        let found = proc_info::stat_and_identity_of_pidfd(pid, &pidfd).map(|o| o.map(|(_, i)| i));
+        if let Some(done) = judge_holder(found, wanted)? {
+            return Ok(Some(done));
         }
     }
     // SAFETY: the OwnedFd moves into the AsyncFd and stays open (same fd)

@@ -21,10 +21,10 @@ use tokio::io::Interest;
 use tokio::sync::watch;
 
 use super::budget::Slot;
-use super::{poll_wait, same_process, Exited};
+use super::{judge_holder, poll_wait, Exited};
 use crate::exit_watch;
 use crate::pid::Pid;
-use crate::proc_info::{self, InfoError};
+use crate::proc_info;
 use crate::sys;
 
 /// Must run inside a tokio runtime (the kqueue joins its reactor).
@@ -50,14 +50,9 @@ pub async fn wait_for_exit(
         Err(e) => return Err(e),
     };
     if let Some(wanted) = identity {
-        match proc_info::process_info(pid) {
-            Ok(Some(info)) if !same_process(&info.identity, wanted) => {
-                return Ok(Some(Exited::REUSED))
-            }
-            Ok(Some(_)) => {}
-            Ok(None) => return Ok(Some(Exited::GONE)),
-            Err(InfoError::Hidden) => return Err(io::Error::from_raw_os_error(libc::EACCES)),
-            Err(InfoError::Io(e)) => return Err(e),
+        let found = proc_info::process_info(pid).map(|o| o.map(|info| info.identity));
+        if let Some(done) = judge_holder(found, wanted)? {
+            return Ok(Some(done));
         }
     }
     // SAFETY: the OwnedFd moves into the AsyncFd and stays open (same fd)

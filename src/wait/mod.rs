@@ -22,8 +22,10 @@ pub use linux::wait_for_exit;
 mod macos;
 #[cfg(target_os = "macos")]
 pub use macos::wait_for_exit;
-#[cfg(not(any(target_os = "linux", target_os = "macos")))]
-pub use poll_wait as wait_for_exit;
+#[cfg(windows)]
+mod windows;
+#[cfg(windows)]
+pub use windows::wait_for_exit;
 
 use std::io;
 use std::time::Duration;
@@ -82,6 +84,21 @@ fn running(pid: Pid, identity: Option<&str>) -> io::Result<bool> {
 /// names no process (the binding refuses one before it gets here).
 pub fn same_process(current: &Identity, wanted: &str) -> bool {
     Identity::decode(wanted).is_some_and(|w| current.same_process(&w))
+}
+
+/// What the process holding the pid now (`found`, read once the wait holds
+/// a pidfd/kqueue/handle on it) says about the one asked for: `Some` ends
+/// the wait at once (gone, or its pid reused), `None` lets it go on.
+pub fn judge_holder(
+    found: Result<Option<Identity>, InfoError>,
+    wanted: &str,
+) -> io::Result<Option<Exited>> {
+    match found.map_err(info_to_io)? {
+        Some(current) if !same_process(&current, wanted) => Ok(Some(Exited::REUSED)),
+        Some(_) => Ok(None),
+        // Exited (and reaped) meanwhile; its pid may be anyone's now.
+        None => Ok(Some(Exited::GONE)),
+    }
 }
 
 /// Polls liveness until `pid` (as `identity`, when given) no longer runs:
