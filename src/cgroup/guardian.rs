@@ -6,8 +6,8 @@
 //! Mechanism: one small `/bin/sh` per process, in a session of its own (a
 //! terminal's Ctrl-C or a kill of our process group does not reach it),
 //! reads a pipe whose only write end this process holds (close-on-exec, so
-//! no child inherits it). Each line names a parent directory our children's
-//! cgroups live in. When the pipe reaches EOF — the kernel closes our end
+//! no child inherits it). Its arguments, and each line it reads later, name
+//! a parent directory our children's cgroups live in. When the pipe reaches EOF — the kernel closes our end
 //! as we die — it writes `1` to `cgroup.kill` of every cgroup there whose
 //! name starts with our prefix (`<pid>-<start tick>-`, unique to this
 //! process for the boot), then removes them once empty, with the cgroups a
@@ -40,7 +40,10 @@ use crate::exit_watch::{self, Watched};
 use crate::spawn::{self, Command, Stdio};
 
 const SCRIPT: &str = r#"p=$1
+shift
 dirs=
+for d in "$@"; do dirs="$dirs$d
+"; done
 while IFS= read -r d; do dirs="$dirs$d
 "; done
 each() {
@@ -82,10 +85,17 @@ static STATE: Mutex<State> = Mutex::new(State {
     replaced: None,
 });
 
-/// Starts a guardian that knows every directory in `state`.
+/// Starts a guardian that knows every directory in `state`. They go in its
+/// arguments, so it knows them from its first instruction: were they sent
+/// down the pipe after the spawn, our death in between would leave it an
+/// EOF and nothing to kill. (A path that is not UTF-8 cannot be an
+/// argument here; it goes down the pipe.)
 fn start_knowing(state: &State, prefix: &str) -> io::Result<Guardian> {
-    let mut g = start(prefix)?;
-    for d in &state.dirs {
+    let (known, other): (Vec<&PathBuf>, Vec<&PathBuf>) =
+        state.dirs.iter().partition(|d| d.to_str().is_some());
+    let known = known.iter().filter_map(|d| d.to_str()).map(String::from);
+    let mut g = start(prefix, known)?;
+    for d in other {
         send(&mut g, d)?;
     }
     Ok(g)
@@ -129,15 +139,17 @@ fn guardian_path() -> std::ffi::OsString {
     path
 }
 
-fn start(prefix: &str) -> io::Result<Guardian> {
+fn start(prefix: &str, dirs: impl Iterator<Item = String>) -> io::Result<Guardian> {
+    let mut args = vec![
+        "-c".into(),
+        SCRIPT.into(),
+        "procward-guardian".into(),
+        prefix.into(),
+    ];
+    args.extend(dirs);
     let cmd = Command {
         program: "/bin/sh".into(),
-        args: vec![
-            "-c".into(),
-            SCRIPT.into(),
-            "procward-guardian".into(),
-            prefix.into(),
-        ],
+        args,
         env: vec![("PATH".into(), guardian_path())],
         cwd: Some("/".into()),
         stdio: [Stdio::Pipe, Stdio::Ignore, Stdio::Ignore],
