@@ -42,7 +42,7 @@ step "vitest (node $(node --version), the lock with macOS's wait interrupt: SIGU
 # What macOS runs, run here: the lock's whole suite (waits, aborts, timeouts,
 # workers) with the interrupt flavour macOS has no choice but to use.
 # shellcheck disable=SC2046
-PROCWARD_LOCK_INTERRUPT=sigurg pnpm exec vitest run __test__/lock.test.ts $(vitest_json sigurg)
+PROCWARD_LOCK_INTERRUPT=sigurg pnpm exec vitest run __test__/lock/lock.test.ts $(vitest_json sigurg)
 
 # Session 0 is where every process runs under a container's init that never
 # called setsid (CI machines, Docker): the takeover's group rules must hold
@@ -55,7 +55,7 @@ elif [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
   step "vitest (supervisor, CLI and their hardening again, in session 0: a fresh pid namespace)"
   # shellcheck disable=SC2046
   unshare --pid --fork --mount-proc --kill-child \
-    pnpm exec vitest run __test__/supervisor.test.ts __test__/cli.test.ts __test__/hardening-supervisor.test.ts $(vitest_json session0)
+    pnpm exec vitest run __test__/supervisor __test__/cli $(vitest_json session0)
 else
   echo "skipping the session-0 run: it needs root and unshare(1) for a pid namespace" >&2
 fi

@@ -15,7 +15,7 @@ import {
   type SupervisorStateRecord,
   spawnSupervised,
   stopSupervisedProcess,
-} from '../index.js'
+} from '../../index.js'
 
 /** True only when A and B are the same type. */
 type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false

@@ -18,7 +18,7 @@ import { constants as osConstants } from 'node:os'
 import { basename, dirname, join } from 'node:path'
 import { promisify } from 'node:util'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { cgroupSupport, type SupervisedProcess, Supervisor, spawnSupervised } from '../index.js'
+import { cgroupSupport, type SupervisedProcess, Supervisor, spawnSupervised } from '../../index.js'
 import {
   aliveInProcTable,
   childrenOf,
@@ -30,14 +30,14 @@ import {
   tempDirs,
   trackProcesses,
   waitFor,
-} from './helpers'
+} from '../helpers'
 
 const { sup, others } = trackProcesses()
 const tempDir = tempDirs('procward-cgroup-')
-const PROCWARD = join(__dirname, '..', 'index.js')
+const PROCWARD = join(__dirname, '..', '..', 'index.js')
 const OWNER = join(FIXTURES, 'cgroup-owner.cjs')
 const SUPERVISOR_PROCESS = join(FIXTURES, 'supervisor-process.cjs')
-const CLI = join(__dirname, '..', 'bin', 'procward.js')
+const CLI = join(__dirname, '..', '..', 'bin', 'procward.js')
 const execFileP = promisify(execFile)
 const ENOSYS = osConstants.errno.ENOSYS
 
@@ -526,7 +526,7 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
 
   it('procward run --cgroup contains the daemon: a setsid child dies with it', async () => {
     const child = others.spawn(process.execPath, [
-      join(__dirname, '..', 'bin', 'procward.js'),
+      join(__dirname, '..', '..', 'bin', 'procward.js'),
       'run',
       '--cgroup',
       '--restart',

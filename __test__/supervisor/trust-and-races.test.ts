@@ -23,13 +23,13 @@ import {
   type SupervisedProcess,
   Supervisor,
   type SupervisorOptions,
-} from '../index.js'
-import { aliveInProcTable, FIXTURES, freePort, isRoot, tempDirs, trackProcesses, waitFor } from './helpers'
+} from '../../index.js'
+import { aliveInProcTable, FIXTURES, freePort, isRoot, tempDirs, trackProcesses, waitFor } from '../helpers'
 
 const { sup, others } = trackProcesses()
 
-const PROCWARD = join(__dirname, '..', 'index.js')
-const CLI = join(__dirname, '..', 'bin', 'procward.js')
+const PROCWARD = join(__dirname, '..', '..', 'index.js')
+const CLI = join(__dirname, '..', '..', 'bin', 'procward.js')
 const NODE = process.execPath
 const DAEMON = join(FIXTURES, 'http-daemon.cjs')
 const tempDir = tempDirs('procward-hard-sup-')

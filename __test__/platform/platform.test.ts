@@ -8,18 +8,18 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { afterAll, describe, expect, it } from 'vitest'
-import { FIXTURES, trackProcesses } from './helpers'
+import { FIXTURES, trackProcesses } from '../helpers'
 
 trackProcesses()
 
-const ROOT = join(__dirname, '..')
+const ROOT = join(__dirname, '..', '..')
 const require = createRequire(__filename)
-const platform = require('../lib/platform.js') as {
+const platform = require('../../lib/platform.js') as {
   SUPPORTED: readonly string[]
   platformKey(p: { platform: string; arch: string; musl: boolean }): string
   detectMusl(io: { readLdd(): string; report(): unknown }): boolean
 }
-const pkg = require('../package.json') as { version: string; napi: { targets: string[] } }
+const pkg = require('../../package.json') as { version: string; napi: { targets: string[] } }
 
 interface Outcome {
   loaded?: string

@@ -21,10 +21,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { spawnSupervised } from '../index.js'
-import { aliveInProcTable, childrenOf, FIXTURES, isRoot, openFds, trackProcesses, waitFor } from './helpers'
+import { spawnSupervised } from '../../index.js'
+import { aliveInProcTable, childrenOf, FIXTURES, isRoot, openFds, trackProcesses, waitFor } from '../helpers'
 
-const PROCWARD = join(__dirname, '..', 'index.js')
+const PROCWARD = join(__dirname, '..', '..', 'index.js')
 const run = promisify(execFile)
 
 const { sup, others } = trackProcesses()

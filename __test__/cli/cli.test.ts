@@ -2,15 +2,15 @@ import type { ChildProcess } from 'node:child_process'
 import http from 'node:http'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { readSupervisorState } from '../index.js'
-import { aliveInProcTable, FIXTURES, freePort, sleep, tempDirs, trackProcesses, waitFor } from './helpers'
+import { readSupervisorState } from '../../index.js'
+import { aliveInProcTable, FIXTURES, freePort, sleep, tempDirs, trackProcesses, waitFor } from '../helpers'
 
 const { others } = trackProcesses()
 
-const CLI = join(__dirname, '..', 'bin', 'procward.js')
+const CLI = join(__dirname, '..', '..', 'bin', 'procward.js')
 const DAEMON = join(FIXTURES, 'http-daemon.cjs')
 const SUPERVISOR_PROCESS = join(FIXTURES, 'supervisor-process.cjs')
-const PROCWARD = join(__dirname, '..', 'index.js')
+const PROCWARD = join(__dirname, '..', '..', 'index.js')
 const NODE = process.execPath
 
 const tempDir = tempDirs('procward-cli-')

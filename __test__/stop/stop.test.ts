@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'n
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { describe, expect, it } from 'vitest'
-import { getProcessInfo, stopSupervisedProcess } from '../index.js'
+import { getProcessInfo, stopSupervisedProcess } from '../../index.js'
 import {
   aliveInProcTable,
   FIXTURES,
@@ -14,9 +14,9 @@ import {
   reusePid,
   trackProcesses,
   waitFor,
-} from './helpers'
+} from '../helpers'
 
-const PROCWARD = join(__dirname, '..', 'index.js')
+const PROCWARD = join(__dirname, '..', '..', 'index.js')
 const run = promisify(execFile)
 
 const { sup, others } = trackProcesses()

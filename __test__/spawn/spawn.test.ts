@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { Worker } from 'node:worker_threads'
 import { beforeAll, describe, expect, it } from 'vitest'
-import { getProcessInfo, isProcessRunning, spawnSupervised } from '../index.js'
+import { getProcessInfo, isProcessRunning, spawnSupervised } from '../../index.js'
 import {
   aliveInProcTable,
   childrenOf,
@@ -18,9 +18,9 @@ import {
   trackProcesses,
   waitFor,
   zombieChildren,
-} from './helpers'
+} from '../helpers'
 
-const PROCWARD = join(__dirname, '..', 'index.js')
+const PROCWARD = join(__dirname, '..', '..', 'index.js')
 const run = promisify(execFile)
 const EXPECTED_WATCH = { fallback: 'fallback', tokio: 'pidfd-tokio' }[process.env.PROCWARD_EXIT_WATCH ?? ''] ?? 'pidfd'
 

@@ -10,7 +10,7 @@ import {
   Supervisor,
   type SupervisorOptions,
   spawnSupervised,
-} from '../index.js'
+} from '../../index.js'
 import {
   aliveInProcTable,
   FIXTURES,
@@ -21,13 +21,13 @@ import {
   tempDirs,
   trackProcesses,
   waitFor,
-} from './helpers'
+} from '../helpers'
 
 const { others } = trackProcesses()
 
 const DAEMON = join(FIXTURES, 'http-daemon.cjs')
 const SUPERVISOR_PROCESS = join(FIXTURES, 'supervisor-process.cjs')
-const PROCWARD = join(__dirname, '..', 'index.js')
+const PROCWARD = join(__dirname, '..', '..', 'index.js')
 const NODE = process.execPath
 
 // ---- helpers --------------------------------------------------------------------

@@ -10,10 +10,10 @@ import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { promisify } from 'node:util'
 import { describe, expect, it } from 'vitest'
-import { getProcessInfo, isProcessRunning, type SupervisedProcess, stopSupervisedProcess } from '../index.js'
-import { aliveInProcTable, FIXTURES, firstLine, isRoot, procState, sleep, trackProcesses, waitFor } from './helpers'
+import { getProcessInfo, isProcessRunning, type SupervisedProcess, stopSupervisedProcess } from '../../index.js'
+import { aliveInProcTable, FIXTURES, firstLine, isRoot, procState, sleep, trackProcesses, waitFor } from '../helpers'
 
-const PROCWARD = join(__dirname, '..', 'index.js')
+const PROCWARD = join(__dirname, '..', '..', 'index.js')
 const run = promisify(execFile)
 
 const { sup, others } = trackProcesses()

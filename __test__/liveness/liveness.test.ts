@@ -1,8 +1,8 @@
 import { execFileSync } from 'node:child_process'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { getProcessInfo, isProcessRunning } from '../index.js'
-import { FIXTURES, firstLine, isRoot, killZeroSaysAlive, procState, reusePid, trackProcesses, waitFor } from './helpers'
+import { getProcessInfo, isProcessRunning } from '../../index.js'
+import { FIXTURES, firstLine, isRoot, killZeroSaysAlive, procState, reusePid, trackProcesses, waitFor } from '../helpers'
 
 const { others: spawned } = trackProcesses()
 
@@ -101,7 +101,7 @@ describe('isProcessRunning', () => {
     // there kill(pid, 0) answers EPERM.
     const target = spawned.spawn('sleep', ['100'])
     const script = `
-      const p = require(${JSON.stringify(join(__dirname, '..', 'index.js'))});
+      const p = require(${JSON.stringify(join(__dirname, '..', '..', 'index.js'))});
       let k; try { process.kill(${target.pid}, 0); k = 'ok' } catch (e) { k = e.code }
       console.log(JSON.stringify({ uid: process.getuid(), kill0: k, running: p.isProcessRunning(${target.pid}),
         info: p.getProcessInfo(${target.pid}) }))`
@@ -132,7 +132,7 @@ describe('isProcessRunning', () => {
     const zombie = Number(await firstLine(parent))
     await waitFor(() => procState(zombie) === 'Z', 5000, 'the zombie')
     const script = `
-      const p = require(${JSON.stringify(join(__dirname, '..', 'index.js'))});
+      const p = require(${JSON.stringify(join(__dirname, '..', '..', 'index.js'))});
       const fs = require('fs');
       let info; try { info = p.getProcessInfo(${live}) } catch (e) { info = e.code }
       console.log(JSON.stringify({ uid: process.getuid(), visible: fs.existsSync('/proc/${live}'),

@@ -1,7 +1,7 @@
 import { readdirSync, readlinkSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { getProcessInfo, isProcessRunning, waitForExit } from '../index.js'
+import { getProcessInfo, isProcessRunning, waitForExit } from '../../index.js'
 import {
   aliveInProcTable,
   FIXTURES,
@@ -12,7 +12,7 @@ import {
   sleep,
   trackProcesses,
   waitFor,
-} from './helpers'
+} from '../helpers'
 
 const { others } = trackProcesses()
 
@@ -186,7 +186,7 @@ describe('waitForExit at scale', () => {
       'sh',
       process.execPath,
       join(FIXTURES, 'many-waits.cjs'),
-      join(__dirname, '..', 'index.js'),
+      join(__dirname, '..', '..', 'index.js'),
       mode,
       String(n),
     ])

@@ -4,7 +4,7 @@
 import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { beforeEach, describe, expect, it } from 'vitest'
-import { getProcessInfo, isProcessRunning, spawnSupervised, stopSupervisedProcess } from '../index.js'
+import { getProcessInfo, isProcessRunning, spawnSupervised, stopSupervisedProcess } from '../../index.js'
 import {
   aliveInProcTable,
   FIXTURES,
@@ -16,7 +16,7 @@ import {
   trackProcesses,
   waitFor,
   zombieChildren,
-} from './helpers'
+} from '../helpers'
 
 const { sup, others } = trackProcesses()
 const HOP = join(FIXTURES, 'group-hop.pl')
@@ -124,7 +124,7 @@ describe('durations', () => {
   })
 
   it('the native layer refuses what slipped past JS, without a panic', async () => {
-    const native = require('../binding.js')
+    const native = require('../../binding.js')
     const bare = others.spawn('sleep', ['100'])
     for (const bad of [1e300, Number.MAX_VALUE, 2 ** 31, -1, Number.NaN, Number.POSITIVE_INFINITY]) {
       const opts = { signal: 15, graceMs: bad, killTimeoutMs: 0 }

@@ -29,7 +29,7 @@ import {
   readLock,
   type TryLockOptions,
   tryLock,
-} from '../index.js'
+} from '../../index.js'
 import {
   aliveInProcTable,
   FIXTURES,
@@ -39,11 +39,11 @@ import {
   sleep,
   trackProcesses,
   waitFor,
-} from './helpers'
+} from '../helpers'
 
 const { others } = trackProcesses()
 const run = promisify(execFile)
-const PROCWARD = join(__dirname, '..', 'index.js')
+const PROCWARD = join(__dirname, '..', '..', 'index.js')
 
 let dir: string
 let n = 0
