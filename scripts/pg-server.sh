@@ -15,6 +15,9 @@
 # PostgreSQL binaries, or root without a `postgres` user to run them as
 # (initdb refuses root). Needs nothing but the server binaries and node.
 set -euo pipefail
+# The server outlives any one test: it is not one of the tests' processes
+# (whose leak check finds them by this variable).
+unset PROCWARD_TEST_TAG
 
 die() {
   echo "pg-server: $*" >&2
