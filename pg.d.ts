@@ -50,7 +50,7 @@ export interface TryPgLockOptions extends PgLockTarget {
    * (2000..=2147483647, default 10000): the session's TCP keepalives and
    * tcp_user_timeout are set from it, and the holder probes its session so
    * that `lock.signal` aborts before the server can have released it.
-   * Smaller: a faster takeover, more probes (about four per hostLossMs / 2),
+   * Smaller: a faster takeover, more probes (one every hostLossMs / 10),
    * and a shorter stall (event loop, SIGSTOP) that already aborts the signal.
    */
   hostLossMs?: number | undefined

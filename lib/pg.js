@@ -605,14 +605,17 @@ class PgLock {
   #armDeadline() {
     if (this.#deadline !== null) clearTimeout(this.#deadline)
     const left = this.#lastOk + this.#timing.windowMs - performance.now()
-    this.#deadline = setTimeout(() => {
-      this.#deadline = null
-      this.#lose(
-        `no answer from the lock session within ${this.#timing.windowMs} ms (the server may release it ${this.#timing.idle} s after our last packet)`,
-        null,
-        false,
-      )
-    }, Math.max(0, left))
+    this.#deadline = setTimeout(
+      () => {
+        this.#deadline = null
+        this.#lose(
+          `no answer from the lock session within ${this.#timing.windowMs} ms (the server may release it ${this.#timing.idle} s after our last packet)`,
+          null,
+          false,
+        )
+      },
+      Math.max(0, left),
+    )
     this.#deadline.unref()
   }
 
@@ -774,7 +777,7 @@ async function lockedHere(client, o) {
   return lockedError(o.key, holder)
 }
 
-async function tryOnce(client, o, k) {
+async function tryOnce(client, k) {
   let got
   try {
     got = (await client.query(`SELECT pg_try_advisory_lock(${k}::bigint) AS got`)).rows[0].got
@@ -791,7 +794,7 @@ async function tryPgLock(options) {
   const o = checkLockOptions(options ?? {}, TRY_KEYS, 'tryPgLock')
   const k = advisoryKey(o.key)
   const client = await openSession(o)
-  if (!(await tryOnce(client, o, k))) {
+  if (!(await tryOnce(client, k))) {
     await closeClient(client)
     return null
   }
@@ -804,7 +807,7 @@ async function acquirePgLock(options) {
   const k = advisoryKey(o.key)
   const client = await openSession(o, o.signal)
   if (o.wait === false) {
-    if (!(await tryOnce(client, o, k))) throw await lockedHere(client, o)
+    if (!(await tryOnce(client, k))) throw await lockedHere(client, o)
     return finish(client, o, k)
   }
   return waitForLock(client, o, k)

@@ -10,7 +10,17 @@ import { promisify } from 'node:util'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { acquirePgLock } from '../../pg.js'
 import { FIXTURES, trackProcesses } from '../helpers'
-import { newKey, noSessionsLeft, PG_DIR, PG_SCRIPT, PG_SKIP_REASON, PG_URL, PROCWARD_PG, sql, waitForWaiters } from './pg-helpers'
+import {
+  newKey,
+  noSessionsLeft,
+  PG_DIR,
+  PG_SCRIPT,
+  PG_SKIP_REASON,
+  PG_URL,
+  PROCWARD_PG,
+  sql,
+  waitForWaiters,
+} from './pg-helpers'
 
 const { others } = trackProcesses()
 const run = promisify(execFile)
@@ -146,7 +156,12 @@ describe.skipIf(!PG_URL)('procward/pg: host loss and server restart', () => {
       const all = [...before, ...after].map(([v, f]) => [v, BigInt(f)] as const).sort((a, b) => a[0] - b[0])
       expect(readFileSync(file, 'utf8')).toBe('30')
       expect(all.map(([v]) => v)).toEqual(Array.from({ length: 30 }, (_, i) => i + 1))
-      const fences = [...all.slice(0, 15).map(([, f]) => f), lock.fence, ...all.slice(15).map(([, f]) => f), again.fence]
+      const fences = [
+        ...all.slice(0, 15).map(([, f]) => f),
+        lock.fence,
+        ...all.slice(15).map(([, f]) => f),
+        again.fence,
+      ]
       for (let i = 1; i < fences.length; i++) expect(fences[i] as bigint).toBeGreaterThan(fences[i - 1] as bigint)
     } finally {
       rmSync(dir, { recursive: true, force: true })

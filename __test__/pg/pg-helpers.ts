@@ -2,9 +2,9 @@
 // from PROCWARD_TEST_PG_URL (scripts/pg-server.sh starts one; scripts/test.sh
 // does it for the whole suite). Without it the tests are skipped, saying why.
 import type { ChildProcess } from 'node:child_process'
+import { createRequire } from 'node:module'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
-import { createRequire } from 'node:module'
 import { advisoryKey } from '../../pg.js'
 
 /** The little of node-postgres the tests use (the package ships no types). */
@@ -29,10 +29,7 @@ export const PROCWARD_PG = join(__dirname, '..', '..', 'pg.js')
 export const LIB_PG = join(__dirname, '..', '..', 'lib', 'pg.js')
 
 /** One statement on a fresh connection of the test's own (not a procward one). */
-export async function sql<R = Record<string, unknown>>(
-  text: string,
-  params: unknown[] = [],
-): Promise<R[]> {
+export async function sql<R = Record<string, unknown>>(text: string, params: unknown[] = []): Promise<R[]> {
   const client = new pg.Client({ connectionString: PG_URL, application_name: 'procward-test-admin' })
   client.on('error', () => {})
   await client.connect()
@@ -58,7 +55,10 @@ export async function lockSessions(key: string): Promise<{ granted: number[]; wa
     `SELECT pid, granted FROM pg_locks WHERE locktype = 'advisory' AND classid = $1::oid AND objid = $2::oid AND objsubid = 1`,
     ids(key),
   )
-  return { granted: rows.filter((r) => r.granted).map((r) => r.pid), waiting: rows.filter((r) => !r.granted).map((r) => r.pid) }
+  return {
+    granted: rows.filter((r) => r.granted).map((r) => r.pid),
+    waiting: rows.filter((r) => !r.granted).map((r) => r.pid),
+  }
 }
 
 /** Until `count` sessions wait for the key in the server. */

@@ -26,8 +26,8 @@ import {
   noSessionsLeft,
   PG_SKIP_REASON,
   PG_URL,
-  pg,
   PROCWARD_PG,
+  pg,
   sessionsOf,
   sql,
   waitForWaiters,
@@ -44,9 +44,13 @@ if (!PG_URL) {
 
 /** A holder process (pg-holder.cjs); resolves once it holds the lock. */
 async function startHolder(key: string, opts: Record<string, unknown> = {}) {
-  const child = others.spawn(process.execPath, [fixture('pg-holder.cjs'), PROCWARD_PG, PG_URL, key, JSON.stringify(opts)], {
-    stdio: ['pipe', 'pipe', 'inherit'],
-  })
+  const child = others.spawn(
+    process.execPath,
+    [fixture('pg-holder.cjs'), PROCWARD_PG, PG_URL, key, JSON.stringify(opts)],
+    {
+      stdio: ['pipe', 'pipe', 'inherit'],
+    },
+  )
   const next = lines(child)
   const info = JSON.parse(await next()) as { pid: number; fence: string; backendPid: number }
   if (!info.pid) throw new Error(`the holder failed: ${JSON.stringify(info)}`)
@@ -165,7 +169,10 @@ describe.skipIf(!PG_URL)('procward/pg', () => {
           [key],
         )
         expect(rows).toEqual([{ fence: '1', backend_pid: lock.backendPid, holder: { ...lock.holder } }])
-        expect(await readPgLock({ connection, key, schema: 'procward_test_schema' })).toMatchObject({ held: true, holder: lock.holder })
+        expect(await readPgLock({ connection, key, schema: 'procward_test_schema' })).toMatchObject({
+          held: true,
+          holder: lock.holder,
+        })
       } finally {
         await lock.release()
       }
@@ -222,7 +229,15 @@ describe.skipIf(!PG_URL)('procward/pg', () => {
       // A parent that never reaps: the holder stays a zombie once killed.
       const parent = others.spawn(
         'sh',
-        ['-c', 'node "$0" "$1" "$2" "$3" "$4" & echo $!; exec sleep 1000', fixture('pg-holder.cjs'), PROCWARD_PG, PG_URL, key, '{"hostLossMs":120000}'],
+        [
+          '-c',
+          'node "$0" "$1" "$2" "$3" "$4" & echo $!; exec sleep 1000',
+          fixture('pg-holder.cjs'),
+          PROCWARD_PG,
+          PG_URL,
+          key,
+          '{"hostLossMs":120000}',
+        ],
         { stdio: ['ignore', 'pipe', 'inherit'] },
       )
       const next = lines(parent)
@@ -294,7 +309,8 @@ describe.skipIf(!PG_URL)('procward/pg', () => {
         .map(([value, fence]) => [value, BigInt(fence)] as const)
         .sort((a, b) => a[0] - b[0])
       expect(all.map(([v]) => v)).toEqual(Array.from({ length: N * M }, (_, i) => i + 1))
-      for (let i = 1; i < all.length; i++) expect((all[i] as readonly [number, bigint])[1]).toBeGreaterThan((all[i - 1] as readonly [number, bigint])[1])
+      for (let i = 1; i < all.length; i++)
+        expect((all[i] as readonly [number, bigint])[1]).toBeGreaterThan((all[i - 1] as readonly [number, bigint])[1])
     })
 
     it('an AbortSignal cancels a wait in the server and leaves no lock or session behind', async () => {
@@ -408,7 +424,9 @@ describe.skipIf(!PG_URL)('procward/pg', () => {
 
     it('a refusing server: ERR_PROCWARD_PG_CONNECTION with pg’s error as cause', async () => {
       const port = await freePort()
-      const err = await acquirePgLock({ connection: `postgres://u:secret@127.0.0.1:${port}/db`, key: 'k' }).catch((e) => e)
+      const err = await acquirePgLock({ connection: `postgres://u:secret@127.0.0.1:${port}/db`, key: 'k' }).catch(
+        (e) => e,
+      )
       expect(err).toBeInstanceOf(Error)
       expect(err.code).toBe('ERR_PROCWARD_PG_CONNECTION')
       expect(err.cause?.code).toBe('ECONNREFUSED')
@@ -467,7 +485,9 @@ describe.skipIf(!PG_URL)('procward/pg', () => {
 
     it('runs the command under the lock and exits with its status', async () => {
       const key = newKey()
-      const r = await finished(cli({ key, command: 'sh', args: ['-c', 'echo "$0"; exit 7', 'hello'], stdio: 'inherit' }))
+      const r = await finished(
+        cli({ key, command: 'sh', args: ['-c', 'echo "$0"; exit 7', 'hello'], stdio: 'inherit' }),
+      )
       expect(r).toMatchObject({ code: 7, stdout: 'hello\n' })
     })
 
