@@ -89,9 +89,23 @@ function queryError(what, cause) {
   return brand(err)
 }
 
-/** pg's errors from the server carry a SQLSTATE and a severity; socket errors do not. */
+/**
+ * An error about a statement, sent by a server that goes on: a SQLSTATE and
+ * a severity ERROR. Socket errors, and FATAL ones that end the session
+ * (an administrator's shutdown or terminate, class 57P0x), are the
+ * connection's.
+ */
 function fromServer(err) {
-  return err != null && typeof err.code === 'string' && /^[0-9A-Z]{5}$/.test(err.code) && 'severity' in err
+  return (
+    err != null &&
+    typeof err.code === 'string' &&
+    /^[0-9A-Z]{5}$/.test(err.code) &&
+    err.severity !== undefined &&
+    err.severity !== 'FATAL' &&
+    err.severity !== 'PANIC' &&
+    !err.code.startsWith('57P') && // operator intervention: shutdown, terminate
+    !err.code.startsWith('08') // connection exception
+  )
 }
 
 function describeHolder(holder) {

@@ -3,6 +3,7 @@
 // procward session of this process behind.
 import { execFile } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import net from 'node:net'
 import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
@@ -17,7 +18,7 @@ import {
   readPgLock,
   tryPgLock,
 } from '../../pg.js'
-import { FIXTURES, fdsLeftSince, freePort, openFds, procState, sleep, trackProcesses } from '../helpers'
+import { FIXTURES, fdsLeftSince, freePort, openFds, procState, sleep, trackProcesses, waitFor } from '../helpers'
 import {
   LIB_PG,
   lines,
@@ -436,6 +437,34 @@ describe.skipIf(!PG_URL)('procward/pg', () => {
         code: 'ERR_PROCWARD_PG_CONNECTION',
         cause: { code: 'ECONNREFUSED' },
       })
+    })
+
+    it('a server that never answers: an abort ends the connect; otherwise connectionTimeoutMillis (default hostLossMs)', async () => {
+      // Accepts connections, says nothing.
+      const sockets = new Set<import('node:net').Socket>()
+      const silent = net.createServer((s) => {
+        sockets.add(s)
+        s.on('error', () => {})
+      })
+      await new Promise<void>((r) => silent.listen(0, '127.0.0.1', () => r()))
+      const port = (silent.address() as import('node:net').AddressInfo).port
+      try {
+        const url = `postgres://u@127.0.0.1:${port}/db`
+        const ac = new AbortController()
+        const waiting = acquirePgLock({ connection: url, key: 'k', wait: true, signal: ac.signal })
+        await waitFor(() => sockets.size === 1, 5000, 'the connection')
+        ac.abort()
+        await expect(waiting).rejects.toMatchObject({ name: 'AbortError' })
+        const t0 = performance.now()
+        const err = await tryPgLock({ connection: url, key: 'k', hostLossMs: 2000 }).catch((e) => e)
+        expect(err).toMatchObject({ code: 'ERR_PROCWARD_PG_CONNECTION' })
+        expect(err.cause).toBeInstanceOf(Error)
+        // It gave up by itself (a bound on correctness: not before its timeout).
+        expect(performance.now() - t0).toBeGreaterThanOrEqual(1900)
+      } finally {
+        for (const s of sockets) s.destroy()
+        await new Promise((r) => silent.close(r))
+      }
     })
 
     it('a database that does not exist, a schema that does not exist: the server’s error as cause, no lock kept', async () => {
