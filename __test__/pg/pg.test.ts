@@ -535,6 +535,22 @@ describe.skipIf(!PG_URL)('procward/pg', () => {
       }
     })
 
+    it('SIGTERM while waiting ends the wait: 143, and the waiting session is gone', async () => {
+      const key = newKey()
+      const lock = await acquirePgLock({ connection: PG_URL, key })
+      try {
+        const child = cli({ key, command: 'true', wait: true })
+        const done = finished(child)
+        await waitForWaiters(key)
+        child.kill('SIGTERM')
+        expect((await done).code).toBe(143)
+        expect(await noSessionsLeft(child.pid as number)).toEqual([])
+        expect((await lockSessions(key)).waiting).toEqual([])
+      } finally {
+        await lock.release()
+      }
+    })
+
     it('stops the command’s process group when the lock is lost, and exits 75', async () => {
       const key = newKey()
       const child = cli({ key, command: 'sh', args: ['-c', 'sleep 1000 & echo $!; wait'] })
