@@ -1,8 +1,11 @@
 // ProcessLock against proper-lockfile (mtime-judged lock directory) and the
 // pattern it replaces (a pid file judged by kill(pid, 0)): uncontended cost,
 // handover from a release to a waiting process, and from a holder SIGKILLed
-// and left a zombie to a waiting contender.
-import { spawn } from 'node:child_process'
+// and left a zombie to a waiting contender. Then the takeover after a
+// SIGKILL side by side: the file lock, procward/pg's PostgreSQL lock (on
+// PROCWARD_TEST_PG_URL, or a throwaway server from scripts/pg-server.sh)
+// and proper-lockfile.
+import { execFileSync, spawn } from 'node:child_process'
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, unlinkSync, writeFileSync, writeSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
@@ -32,6 +35,15 @@ f = open(sys.argv[1], 'a+')
 print('waiting', flush=True)
 fcntl.flock(f, fcntl.LOCK_EX)
 print(time.clock_gettime_ns(time.CLOCK_MONOTONIC), flush=True)
+`
+const PG_SERVER = join(import.meta.dirname, '..', 'scripts', 'pg-server.sh')
+// A pg lock holder: takes the lock, says "held", keeps it until killed.
+const PG_HOLDER = `
+const { acquirePgLock } = require(process.argv[1])
+acquirePgLock({ connection: process.argv[2], key: process.argv[3], wait: true, hostLossMs: 60000 }).then(() => {
+  console.log('held')
+  setInterval(() => {}, 1 << 30)
+})
 `
 const POLL_MS = 10 // how often proper-lockfile and the pid file retry here
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
@@ -218,6 +230,119 @@ async function afterZombie(impl, file, { capMs, stale }) {
   return { ms: got === null ? null : got - killedAt, state }
 }
 
+/** A PostgreSQL server to bench against: { url, stop }, or null (with the reason printed). */
+function pgServer() {
+  if (process.env.PROCWARD_TEST_PG_URL) return { url: process.env.PROCWARD_TEST_PG_URL, stop() {} }
+  let out
+  try {
+    out = execFileSync('bash', [PG_SERVER, 'start'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
+  } catch (err) {
+    console.log(`(no PostgreSQL server here, the pg lock is left out: ${String(err.stderr ?? err.message).trim()})`)
+    return null
+  }
+  const url = /^PROCWARD_TEST_PG_URL=(.*)$/m.exec(out)?.[1]
+  const dir = /^PROCWARD_TEST_PG_DIR=(.*)$/m.exec(out)?.[1]
+  return { url, stop: () => execFileSync('bash', [PG_SERVER, 'stop', dir]) }
+}
+
+/**
+ * A holder process SIGKILLed (reaped at once): how long until a contender,
+ * already waiting in this process, holds the lock? ms after the kill, or
+ * null when not within capMs.
+ */
+async function afterKill(impl, target, { capMs, stale, pgUrl }) {
+  let holder
+  if (impl === 'pg') {
+    holder = spawn(process.execPath, ['-e', PG_HOLDER, join(import.meta.dirname, '..', 'pg.js'), pgUrl, target], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    })
+  } else {
+    holder = spawn(process.execPath, [PEER, impl === 'file' ? 'procward' : impl, target, 'hold'], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    })
+  }
+  const next = lines(holder.stdout)
+  await next() // held
+  let got = null
+  let contender
+  if (impl === 'file') {
+    contender = acquireLock(target, { wait: capMs }).then((l) => {
+      got = monoMs()
+      l.release()
+    })
+  } else if (impl === 'pg') {
+    const { acquirePgLock } = require('../pg.js')
+    contender = acquirePgLock({ connection: pgUrl, key: target, wait: capMs }).then((l) => {
+      got = monoMs()
+      return l.release()
+    })
+  } else {
+    contender = properLockfile
+      .lock(target, {
+        realpath: false,
+        stale,
+        retries: { retries: Math.ceil(capMs / POLL_MS), factor: 1, minTimeout: POLL_MS, maxTimeout: POLL_MS },
+      })
+      .then((release) => {
+        got = monoMs()
+        return release()
+      })
+  }
+  await sleep(100) // the contender is waiting
+  const killedAt = monoMs()
+  holder.kill('SIGKILL')
+  await contender.catch(() => {})
+  await new Promise((r) => (holder.exitCode !== null || holder.signalCode !== null ? r() : holder.once('exit', r)))
+  return got === null ? null : got - killedAt
+}
+
+export async function takeoverSideBySide(dir) {
+  const CAP_MS = 15_000
+  const server = pgServer()
+  const rows = []
+  const result = {}
+  try {
+    const cases = [
+      ['file', 'procward acquireLock({ wait }) (flock)', 20],
+      ...(server ? [['pg', 'procward/pg acquirePgLock({ wait }) (hostLossMs 60 s)', 20]] : []),
+      ['proper-lockfile', 'proper-lockfile lock(), minimum stale (2 s), retry every 10 ms', 2],
+    ]
+    for (const [impl, label, n] of cases) {
+      const s = []
+      for (let i = 0; i < n; i++) {
+        const target = impl === 'pg' ? `bench:takeover:${process.pid}:${i}` : join(dir, `k-${impl}-${i}`)
+        if (impl === 'proper-lockfile') writeFileSync(target, '')
+        s.push(await afterKill(impl, target, { capMs: CAP_MS, stale: 2000, pgUrl: server?.url }))
+        rmSync(`${target}.lock`, { recursive: true, force: true })
+      }
+      const got = s.filter((x) => x !== null).sort((a, b) => a - b)
+      result[impl] = got.length === s.length ? quantile(got, 0.5) : Number.NaN
+      rows.push({
+        contender: label,
+        p50: got.length === s.length ? fmt(quantile(got, 0.5), 3) : `never within ${CAP_MS / 1000} s`,
+        p95: got.length === s.length ? fmt(quantile(got, 0.95), 3) : '-',
+        max: got.length === s.length ? fmt(got[got.length - 1], 3) : '-',
+        n,
+      })
+    }
+  } finally {
+    server?.stop()
+  }
+  for (const row of rows) {
+    const impl = row.contender.startsWith('procward/pg')
+      ? 'pg'
+      : row.contender.startsWith('procward')
+        ? 'file'
+        : 'proper-lockfile'
+    row['vs file lock'] = ratio(result[impl], result.file)
+    row['vs pg lock'] = result.pg === undefined ? '-' : ratio(result[impl], result.pg)
+  }
+  console.log(
+    '\n## Lock: holder SIGKILLed → a waiting contender holds it: file lock, pg lock, proper-lockfile (ms after the kill, p50 ratios)\n',
+  )
+  table(rows, ['contender', 'p50', 'p95', 'max', 'n', 'vs file lock', 'vs pg lock'])
+}
+
 export async function run() {
   const dir = mkdtempSync(join(tmpdir(), 'procward-bench-lock-'))
   try {
@@ -277,6 +402,8 @@ export async function run() {
     await zombieRow('proper-lockfile, minimum stale (2 s)', 'proper-lockfile', 2, { capMs: 5000, stale: 2000 })
     await zombieRow('pid file + kill(pid, 0)', 'pidfile', 2, { capMs: CAP_MS })
     table(zrows, ['contender', 'p50', 'p95', 'max', 'n', 'holder then: Z / exiting'])
+
+    await takeoverSideBySide(dir)
   } finally {
     rmSync(dir, { recursive: true, force: true })
   }

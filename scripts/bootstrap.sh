@@ -14,5 +14,18 @@ if ! command -v pnpm >/dev/null 2>&1 || [ "$(pnpm --version)" != "$PROCWARD_PNPM
   # shellcheck source=scripts/env.sh
   . scripts/env.sh
 fi
+# procward/pg's tests need a PostgreSQL server and nftables (host loss on
+# loopback). Installed only where we are root with apt; elsewhere those
+# tests say why they skip.
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  missing=()
+  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
+  command -v nft >/dev/null 2>&1 || [ -x /usr/sbin/nft ] || missing+=(nftables)
+  if [ "${#missing[@]}" -gt 0 ]; then
+    echo "bootstrap: installing ${missing[*]} (for procward/pg's tests)" >&2
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >&2 ||
+      echo "bootstrap: could not install ${missing[*]}; procward/pg's tests will skip" >&2
+  fi
+fi
 pnpm install --frozen-lockfile --reporter=append-only >&2
 pnpm run build >&2

@@ -5,7 +5,9 @@
 # threads), the lock again with macOS's wait interrupt (SIGURG), the
 # supervisor and CLI again in session 0 (a pid namespace),
 # again under a newer Node (one binary, N-API is
-# ABI-stable), a smoke test under Bun, and the consumer check (pnpm pack → install into a fresh
+# ABI-stable), a smoke test under Bun, and the consumer check. procward/pg's
+# tests run in each vitest run against a throwaway PostgreSQL server started
+# here (scripts/pg-server.sh), or are skipped saying why (pnpm pack → install into a fresh
 # TypeScript project → vitest there). Ends with one line adding them up.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,9 +17,28 @@ cd "$(dirname "$0")/.."
 NEWER_NODE_VERSION=24.22.3
 BUN_VERSION=1.4.5
 REPORTS="$(mktemp -d "${TMPDIR:-/tmp}/procward-reports.XXXXXX")"
-trap 'rm -rf "$REPORTS"' EXIT
+PG_DIR=""
+cleanup() {
+  if [ -n "$PG_DIR" ]; then bash scripts/pg-server.sh stop "$PG_DIR" || true; fi
+  rm -rf "$REPORTS"
+}
+trap cleanup EXIT
 export PROCWARD_REPORTS="$REPORTS"
 step() { printf '\n=== %s ===\n' "$*"; }
+
+# A throwaway PostgreSQL server for procward/pg's tests (__test__/pg), up for
+# every vitest run below and stopped on any exit. Where none can run, those
+# tests are reported skipped, with the reason.
+step "PostgreSQL for procward/pg"
+if PG_ENV="$(bash scripts/pg-server.sh start)"; then
+  PROCWARD_TEST_PG_URL="$(sed -n 's/^PROCWARD_TEST_PG_URL=//p' <<<"$PG_ENV")"
+  PG_DIR="$(sed -n 's/^PROCWARD_TEST_PG_DIR=//p' <<<"$PG_ENV")"
+  export PROCWARD_TEST_PG_URL PROCWARD_TEST_PG_DIR="$PG_DIR"
+  echo "server at $PROCWARD_TEST_PG_URL"
+else
+  unset PROCWARD_TEST_PG_URL PROCWARD_TEST_PG_DIR
+  echo "no PostgreSQL server: the procward/pg tests will be skipped (reason above)" >&2
+fi
 vitest_json() { echo "--reporter=default --reporter=json --outputFile.json=$REPORTS/$1.json"; }
 
 step "cargo test"
