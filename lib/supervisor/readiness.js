@@ -5,6 +5,7 @@
 
 const net = require('node:net')
 const { abortError, NOTIFY_STREAM } = require('../supervised')
+const { supervisorError } = require('./attempt')
 const procfs = require('./procfs')
 
 const noop = () => {}
@@ -119,6 +120,31 @@ function readyCheck(ready, run, signal) {
 }
 
 /**
+ * Runs the check `ready` on `run` within `timeoutMs` (false: no limit),
+ * aborting the attempt's check when the time is up. Rejects with
+ * ERR_READY_TIMEOUT or ERR_READY_FAILED, worded with the supervisor's `name`.
+ */
+function whenReady(ready, run, timeoutMs, name) {
+  let timedOut = false
+  const timer =
+    timeoutMs === false
+      ? null
+      : setTimeout(() => {
+          timedOut = true
+          run.ac.abort()
+        }, timeoutMs)
+  return readyCheck(ready, run, run.ac.signal).then(
+    () => clearTimeout(timer),
+    (err) => {
+      clearTimeout(timer)
+      throw timedOut
+        ? supervisorError('ERR_READY_TIMEOUT', `${name} was not ready within ${timeoutMs} ms`)
+        : supervisorError('ERR_READY_FAILED', `${name}'s ready check failed: ${err?.message ?? err}`, { cause: err })
+    },
+  )
+}
+
+/**
  * Hands `onLine` every line of `stream` as it comes, without its "\n" (nor
  * the "\r" of a "\r\n", as readline reads it); a line longer than MAX_LINE
  * in pieces, and what is left at the end as a last line.
@@ -147,4 +173,4 @@ function splitLines(stream, onLine) {
   stream.on('error', noop)
 }
 
-module.exports = { readyCheck, splitLines }
+module.exports = { whenReady, splitLines }

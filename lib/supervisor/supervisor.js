@@ -8,40 +8,22 @@
 
 const { EventEmitter } = require('node:events')
 const validate = require('../validate')
-const { abortError, CGROUP_RECORD, spawnSupervised, stopSupervisedProcess } = require('../supervised')
-const { waitForExit } = require('../wait')
+const { abortError, spawnSupervised, stopSupervisedProcess } = require('../supervised')
+const attempt = require('./attempt')
 const { backoffDelay, crashWindow, nextAttempt } = require('./backoff')
 const { checkOptions, restartOptions, spawnOptions, stopOptions } = require('./options')
-const procfs = require('./procfs')
-const { readyCheck, splitLines } = require('./readiness')
+const { splitLines, whenReady } = require('./readiness')
 const signals = require('./signals')
 const { acquireRecordLock, ownIdentity, RecordWriter, removeStaleTemps } = require('./state-file')
-const { killRecorded, predecessor, stopPredecessor } = require('./takeover')
+const { predecessor, stopPredecessor } = require('./takeover')
 const transitions = require('./transitions')
 
+const { describeExit, supervisorError } = attempt
 const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')
 const noop = () => {}
 
 function nowIso() {
   return new Date().toISOString()
-}
-
-function exitInfo(info) {
-  return Object.freeze({ pid: info.pid, code: info.code ?? null, signal: info.signal ?? null })
-}
-
-function describeExit(info) {
-  if (info === null) return 'could not be started'
-  if (info.signal) return `was killed by ${info.signal}`
-  if (info.code === null) return 'exited (status unknown)'
-  return `exited with code ${info.code}`
-}
-
-function supervisorError(code, message, extra) {
-  const err = new Error(message, extra?.cause ? { cause: extra.cause } : undefined)
-  err.code = code
-  if (extra && 'lastExit' in extra) err.lastExit = extra.lastExit
-  return err
 }
 
 /** A promise of `fn()`'s value, or of its throw (argument errors of a verb that returns a promise). */
@@ -53,31 +35,6 @@ function promised(fn) {
   }
 }
 
-/**
- * One attempt: a spawned child (or an adopted orphan) from its start to
- * its exit. Aborting `ac` ends its ready check.
- */
-function newRun() {
-  return {
-    child: null,
-    adopted: null,
-    ac: new AbortController(),
-    /** Set when our own stop() or restart() ends it. */
-    expected: false,
-    exited: false,
-    /** Signal names sent through kill(): an exit by one is not a failure. */
-    sent: new Set(),
-    readyFailure: null,
-    readyAt: null,
-    record: null,
-    /** A line ready check's listener (see readiness). */
-    onLine: null,
-    /** Adopted: resolves once the orphan's exit has been handled. */
-    adoptedDone: null,
-    waitAc: null,
-  }
-}
-
 class Supervisor extends EventEmitter {
   #o
   #args
@@ -86,7 +43,7 @@ class Supervisor extends EventEmitter {
   #since = nowIso()
   /** Bumped by stop(): async work begun before it does nothing after. */
   #epoch = 0
-  /** The current attempt (see newRun), or null while none is under way. */
+  /** The current attempt (see attempt.js), or null while none is under way. */
   #run = null
   #timer = null
   /** start()/restart() callers waiting for the next ready: { resolve, reject }. */
@@ -227,7 +184,8 @@ class Supervisor extends EventEmitter {
       run.expected = true
       run.ac.abort()
       const epoch = this.#epoch
-      this.#retire(run, this.#o.stopDefaults)
+      attempt
+        .retire(run, this.#o.stopDefaults)
         .catch(noop)
         .then(() => {
           if (epoch !== this.#epoch || this.#run !== run || this.#state !== 'starting') return
@@ -242,17 +200,7 @@ class Supervisor extends EventEmitter {
     const num = validate.signal(signal)
     const run = this.#run
     if (run === null || run.exited || this.#state === 'backoff') return false
-    const name = validate.signalName(num) ?? String(num)
-    if (run.child !== null) {
-      run.sent.add(name)
-      return run.child.kill(num)
-    }
-    if (run.adopted !== null) {
-      // Not our child: its pid may be reused the moment it exits.
-      run.sent.add(name)
-      return procfs.signalIdentified(run.adopted.pid, run.adopted.identity, num)
-    }
-    return false
+    return attempt.signal(run, num)
   }
 
   async [asyncDispose]() {
@@ -343,32 +291,10 @@ class Supervisor extends EventEmitter {
 
   /** Keeps a dead predecessor's still-running child as ours (takeover 'adopt'). */
   #adopt(c) {
-    const run = newRun()
-    run.adopted = Object.freeze({ pid: c.pid, identity: c.identity, pgid: c.pgid })
-    run.record = {
-      pid: c.pid,
-      identity: c.identity,
-      pgid: c.pgid,
-      session: c.session,
-      command: c.command,
-      args: c.args,
-      startedAt: c.startedAt,
-      cgroup: c.cgroup ?? null,
-    }
-    run.waitAc = new AbortController()
+    const run = attempt.adopted(c, this.#o.stopDefaults.killTimeoutMs, (info) => this.#exited(run, info, 'exit'))
     this.#run = run
     this.#records.owned = true
     this.#startedAt = c.startedAt ?? null
-    run.adoptedDone = waitForExit(c.pid, { identity: c.identity, signal: run.waitAc.signal }).then(
-      async (r) => {
-        // The leader's exit ends its cgroup, as for a child of our own:
-        // nothing it started runs on into the next attempt.
-        await killRecorded(c.cgroup, this.#o.stopDefaults.killTimeoutMs).catch(noop)
-        const info = exitInfo({ pid: c.pid, code: r.exit?.code, signal: r.exit?.signal })
-        this.#exited(run, info, 'exit')
-      },
-      noop, // aborted: an unkillable orphan we stopped waiting for
-    )
     if (!this.#go('adopt')) return
     run.readyAt = performance.now()
     this.#readyAt = nowIso()
@@ -378,7 +304,7 @@ class Supervisor extends EventEmitter {
   }
 
   #spawn() {
-    const run = newRun()
+    const run = attempt.newRun()
     this.#run = run
     let child
     try {
@@ -398,19 +324,8 @@ class Supervisor extends EventEmitter {
       setImmediate(() => this.#exited(run, null, 'spawn', err))
       return
     }
-    run.child = child
-    const startedAt = nowIso()
-    this.#startedAt = startedAt
-    run.record = {
-      pid: child.pid,
-      identity: child.identity,
-      pgid: child.pgid,
-      session: procfs.childSession(child.pid),
-      command: this.#o.command,
-      args: [...this.#args],
-      startedAt,
-      cgroup: child[CGROUP_RECORD] ?? null,
-    }
+    this.#startedAt = nowIso()
+    attempt.spawned(run, child, this.#o.command, this.#args, this.#startedAt)
     child.once('exit', (info) => this.#exited(run, info, 'exit'))
     this.#pipeLines(run)
     this.#writeState()
@@ -432,34 +347,16 @@ class Supervisor extends EventEmitter {
   }
 
   #checkReady(run) {
-    const ready = this.#o.ready
-    if (ready === null) {
+    if (this.#o.ready === null) {
       this.#becameReady(run)
       return
     }
-    const { signal } = run.ac
-    let timedOut = false
-    let timer = null
-    if (this.#o.readyTimeoutMs !== false) {
-      timer = setTimeout(() => {
-        timedOut = true
-        run.ac.abort()
-      }, this.#o.readyTimeoutMs)
-    }
-    readyCheck(ready, run, signal).then(
+    whenReady(this.#o.ready, run, this.#o.readyTimeoutMs, this.#o.name).then(
       () => {
-        clearTimeout(timer)
-        if (this.#run === run && !signal.aborted) this.#becameReady(run)
+        if (this.#run === run && !run.ac.signal.aborted) this.#becameReady(run)
       },
       (err) => {
-        clearTimeout(timer)
-        if (this.#run !== run || run.exited || run.expected) return
-        const why = timedOut
-          ? supervisorError('ERR_READY_TIMEOUT', `${this.#o.name} was not ready within ${this.#o.readyTimeoutMs} ms`)
-          : supervisorError('ERR_READY_FAILED', `${this.#o.name}'s ready check failed: ${err?.message ?? err}`, {
-              cause: err,
-            })
-        this.#readyFailed(run, why)
+        if (this.#run === run && !run.exited && !run.expected) this.#readyFailed(run, err)
       },
     )
   }
@@ -607,19 +504,6 @@ class Supervisor extends EventEmitter {
     })
   }
 
-  /** Stops an attempt's child or adopted orphan, waiting for its exit. */
-  async #retire(run, opts) {
-    if (run.child !== null) return run.child.stop(opts)
-    if (run.adopted !== null) {
-      const { pid, identity, pgid } = run.adopted
-      const result = await stopSupervisedProcess(pid, { ...opts, identity, group: pgid === pid })
-      if (result.outcome === 'unkillable') run.waitAc.abort()
-      else await run.adoptedDone
-      return result
-    }
-    return null
-  }
-
   async #stopFlow(opts) {
     // Nothing before this await: with no child and no boot to wait for, the
     // whole flow would otherwise run inside stop(), clear #stopping before
@@ -630,7 +514,7 @@ class Supervisor extends EventEmitter {
     try {
       if (this.#booting !== null) await this.#booting
       const run = this.#run
-      if (run !== null) result = await this.#retire(run, opts)
+      if (run !== null) result = await attempt.retire(run, opts)
     } catch (err) {
       error = err
     }
@@ -645,22 +529,14 @@ class Supervisor extends EventEmitter {
 
   /** A second stop() while stopping: pass on what it asks for more. */
   #escalate(opts) {
-    const run = this.#run
-    const kill = opts.signal === 'SIGKILL' || opts.signal === 9
-    if (run === null) {
-      // Still taking over: the predecessor's orphan gets it (a stop of the
-      // same target joins the one under way and escalates it).
-      const t = this.#takingOver
-      if (t !== null) stopSupervisedProcess(t.pid, { ...this.#o.stopDefaults, ...opts, ...t.target }).catch(noop)
+    if (this.#run !== null) {
+      attempt.escalate(this.#run, opts)
       return
     }
-    if (run.child !== null) {
-      run.child.stop(opts).catch(noop)
-      if (kill) run.child.kill('SIGKILL')
-    } else if (run.adopted !== null && kill) {
-      const { pid, identity, pgid } = run.adopted
-      stopSupervisedProcess(pid, { signal: 'SIGKILL', identity, group: pgid === pid }).catch(noop)
-    }
+    // Still taking over: the predecessor's orphan gets it (a stop of the
+    // same target joins the one under way and escalates it).
+    const t = this.#takingOver
+    if (t !== null) stopSupervisedProcess(t.pid, { ...this.#o.stopDefaults, ...opts, ...t.target }).catch(noop)
   }
 
   #clearTimer() {
