@@ -10,6 +10,8 @@ const native = require('../binding.js')
 const { brand, callNative, errnoText, fromNative, nativeInfo, rangeError, systemError, typeError } = require('./errors')
 const validate = require('./validate')
 
+const { abortError } = validate
+
 const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')
 
 // The exit may be watched on the JS thread's own libuv loop only in Node
@@ -30,13 +32,6 @@ const NOTIFY_STREAM = Symbol.for('procward.notifyStream')
 const CGROUP_RECORD = Symbol.for('procward.cgroupRecord')
 
 const STOP_DEFAULTS = Object.freeze({ signal: 'SIGTERM', graceMs: 5000, killTimeoutMs: 2000 })
-
-function abortError(signal) {
-  const err = new Error('The operation was aborted', { cause: signal?.reason })
-  err.name = 'AbortError'
-  err.code = 'ABORT_ERR'
-  return err
-}
 
 /**
  * Layers of StopOptions, later ones winning. A field set to `undefined`
@@ -163,7 +158,7 @@ function nativeSpawnOptions(options) {
   // and the used one differ, nor fail after the child was started.
   const o = { ...(options ?? {}) }
   if (o.stop !== null && typeof o.stop === 'object') o.stop = { ...o.stop }
-  validate.knownKeys(o, SPAWN_KEYS, 'options', SPAWN_HINTS)
+  validate.knownKeys(o, SPAWN_KEYS, 'options', { of: 'spawnSupervised()', hints: SPAWN_HINTS })
   const cwd = o.cwd === undefined ? undefined : validate.cString(o.cwd, 'options.cwd')
   // No env given: on the main thread process.env *is* the process
   // environment (Node writes it through to environ), so the native side
@@ -486,7 +481,6 @@ module.exports = {
   SupervisedProcess,
   spawnSupervised,
   stopSupervisedProcess,
-  abortError,
   nativeStopOptions,
   checkSpawnOptions: nativeSpawnOptions,
   notifyFd,

@@ -3,7 +3,7 @@
 // judged here as a JS value first; the Rust side checks it again.
 
 const { constants } = require('node:os')
-const { typeError, rangeError } = require('./errors')
+const { brand, typeError, rangeError } = require('./errors')
 
 const PID_MAX = 4194304
 
@@ -92,15 +92,19 @@ function object(value, name) {
  * Refuses a key the option object does not define, rather than ignoring
  * it: a misspelt `procesGroup` would otherwise change nothing, silently. A
  * key whose value is undefined sets nothing and passes (objects spread from
- * a config often carry such keys). `hints` adds a word for a key users
- * bring from elsewhere (child_process's `shell`, say).
+ * a config often carry such keys). `of` names the function the options
+ * are for; `hints` adds a word for a key users bring from elsewhere
+ * (child_process's `shell`, say).
  */
-function knownKeys(value, keys, name, hints = {}) {
+function knownKeys(value, keys, name, { of, hints = {} } = {}) {
   const known = keys instanceof Set ? keys : new Set(keys)
   for (const key of Object.keys(value)) {
     if (known.has(key) || value[key] === undefined) continue
     const hint = Object.hasOwn(hints, key) ? `; ${hints[key]}` : ''
-    throw typeError(`${name}.${key} is not an option (${[...known].join(', ')})${hint}`, 'ERR_INVALID_ARG_VALUE')
+    throw typeError(
+      `${name}.${key} is not an option${of ? ` of ${of}` : ''} (${[...known].join(', ')})${hint}`,
+      'ERR_INVALID_ARG_VALUE',
+    )
   }
   return value
 }
@@ -146,6 +150,14 @@ function oneOf(value, choices, name, fallback) {
   return value
 }
 
+/** The error of an operation `signal` aborted, as Node's own (AbortError, ABORT_ERR). */
+function abortError(signal) {
+  const err = new Error('The operation was aborted', { cause: signal?.reason })
+  err.name = 'AbortError'
+  err.code = 'ABORT_ERR'
+  return brand(err)
+}
+
 /** An AbortSignal, or undefined. */
 function optionalAbortSignal(value, name) {
   if (value !== undefined && !(value instanceof AbortSignal)) {
@@ -173,4 +185,5 @@ module.exports = {
   integer,
   oneOf,
   optionalAbortSignal,
+  abortError,
 }

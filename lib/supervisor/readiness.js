@@ -4,7 +4,8 @@
 // aborts (the attempt ended, or the ready timeout hit: the machine decides).
 
 const net = require('node:net')
-const { abortError, NOTIFY_STREAM } = require('../supervised')
+const { NOTIFY_STREAM } = require('../supervised')
+const { abortError } = require('../validate')
 const { supervisorError } = require('./attempt')
 const procfs = require('./procfs')
 

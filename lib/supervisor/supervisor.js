@@ -8,7 +8,7 @@
 
 const { EventEmitter } = require('node:events')
 const validate = require('../validate')
-const { abortError, spawnSupervised, stopSupervisedProcess } = require('../supervised')
+const { spawnSupervised, stopSupervisedProcess } = require('../supervised')
 const attempt = require('./attempt')
 const { backoffDelay, crashWindow, nextAttempt } = require('./backoff')
 const { checkOptions, restartOptions, spawnOptions, stopOptions } = require('./options')
@@ -19,6 +19,7 @@ const { predecessor, stopPredecessor } = require('./takeover')
 const transitions = require('./transitions')
 
 const { describeExit, supervisorError } = attempt
+const { abortError } = validate
 const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')
 const noop = () => {}
 
