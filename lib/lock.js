@@ -214,16 +214,10 @@ class ProcessLock {
 
 // ---- the API ----------------------------------------------------------------------
 
-// Built only where its OS module exists (Linux and macOS).
-function checkPlatform() {
-  if (typeof native.lockTry === 'function') return
-  const err = new Error(`procward's lock is not available on ${process.platform} (Linux and macOS only)`)
-  err.code = 'ERR_PROCWARD_UNSUPPORTED_PLATFORM'
-  throw brand(err)
-}
+// The binding has the lock on every platform it is built for (flock(2) on
+// Linux and macOS, LockFileEx on Windows): nothing to probe.
 
 function tryLock(path, options) {
-  checkPlatform()
   checkPath(path)
   const o = checkOptions(options, TRY_KEYS, 'tryLock')
   const handle = onPath(path, native.lockTry, path, o.mode, o.allowNetworkFs, o.purpose)
@@ -231,7 +225,6 @@ function tryLock(path, options) {
 }
 
 async function acquireLock(path, options) {
-  checkPlatform()
   checkPath(path)
   const o = checkAcquireOptions(options)
   if (o.signal?.aborted) throw abortError(o.signal)
@@ -295,7 +288,6 @@ function waitForLock(path, o) {
 }
 
 function readLock(path) {
-  checkPlatform()
   checkPath(path)
   return lockInfo(path)
 }
