@@ -9,6 +9,8 @@ const PID_MAX = 4194304
 
 function describe(value) {
   if (value === null) return 'null'
+  if (value === undefined) return 'undefined'
+  if (Array.isArray(value)) return 'an array'
   if (typeof value === 'string') return `string ${JSON.stringify(value.slice(0, 40))}`
   if (typeof value === 'bigint') return `bigint ${value}n`
   if (typeof value === 'object') return 'an object'
