@@ -6,7 +6,7 @@ const { callNative } = require('./lib/errors')
 const validate = require('./lib/validate')
 const { SupervisedProcess, spawnSupervised, stopSupervisedProcess } = require('./lib/supervised')
 const { waitForExit } = require('./lib/wait')
-const { Supervisor, readSupervisorState } = require('./lib/supervisor')
+const { Supervisor, readSupervisorState, distrustSupervisorState, killRecordedCgroup } = require('./lib/supervisor')
 const { acquireLock, tryLock, readLock, ProcessLock } = require('./lib/lock')
 
 function isProcessRunning(pid, identity) {
@@ -35,6 +35,8 @@ exports.SupervisedProcess = SupervisedProcess
 exports.waitForExit = waitForExit
 exports.Supervisor = Supervisor
 exports.readSupervisorState = readSupervisorState
+exports.distrustSupervisorState = distrustSupervisorState
+exports.killRecordedCgroup = killRecordedCgroup
 exports.acquireLock = acquireLock
 exports.tryLock = tryLock
 exports.readLock = readLock

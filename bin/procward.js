@@ -2,10 +2,8 @@
 // procward: the command line. A thin parser over the library — every verb
 // is a few calls of the public API, never a second implementation.
 
-const fs = require('node:fs')
 const { constants } = require('node:os')
 const procward = require('..')
-const { killRecordedCgroup, untrustedStat } = require('../lib/supervisor.js')
 
 const USAGE = {
   run: `usage: procward run [--name N] [--restart always|on-failure|never] [--state-file F]
@@ -279,7 +277,7 @@ async function stop(argv) {
     process.exitCode = 1
     return
   }
-  const refused = distrust(file, r)
+  const refused = procward.distrustSupervisorState(file, r)
   if (refused !== null) {
     process.stderr.write(`procward: ${file}: not acting on this record: ${refused}\n`)
     process.exitCode = 1
@@ -296,7 +294,7 @@ async function stop(argv) {
     const again = procward.readSupervisorState(file)
     if (again !== null) {
       // Read anew, so judged anew: the file may have been replaced meanwhile.
-      const refusedNow = distrust(file, again)
+      const refusedNow = procward.distrustSupervisorState(file, again)
       if (refusedNow !== null) {
         process.stderr.write(`procward: ${file}: not acting on this record: ${refusedNow}\n`)
         process.exitCode = 1
@@ -322,39 +320,9 @@ async function stop(argv) {
   // A contained daemon's cgroup holds whatever it started, however far that
   // strayed from its group: ended whole (if it is still the one recorded).
   const cg = r.child?.cgroup ?? null
-  if (cg !== null && (await killRecordedCgroup(cg))) {
+  if (cg !== null && (await procward.killRecordedCgroup(cg))) {
     process.stderr.write(`procward: cgroup ${cg.path}: killed\n`)
   }
-}
-
-/**
- * Why the processes a state file names must not be signalled on its word,
- * or null. The record must come from a regular file of our user that no one
- * else may write — or, for root, name only processes of the file's owner
- * (an administrator stopping a user's supervisor). Never pid 1 or this
- * process, whatever the file.
- */
-function distrust(file, r) {
-  const pids = [r.supervisor.running ? r.supervisor.pid : null, r.child?.running ? r.child.pid : null]
-  for (const pid of pids) {
-    if (pid === 1) return 'it names pid 1 (init)'
-    if (pid === process.pid) return 'it names this process'
-  }
-  const st = fs.lstatSync(file)
-  const why = st.isSymbolicLink() ? 'it is a symbolic link' : untrustedStat(st)
-  if (why === null) return null
-  if (process.geteuid?.() !== 0 || !st.isFile() || (st.mode & 0o022) !== 0) return why
-  for (const pid of pids) {
-    if (pid === null) continue
-    let owner = null
-    try {
-      owner = fs.statSync(`/proc/${pid}`).uid
-    } catch {
-      // no /proc (or gone): the owner cannot be checked
-    }
-    if (owner !== st.uid) return `${why}, and pid ${pid} is not a process of uid ${st.uid}`
-  }
-  return null
 }
 
 // ---- lock ---------------------------------------------------------------------

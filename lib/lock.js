@@ -10,6 +10,8 @@ const native = require('../binding.js')
 const { brand, fromNative, nativeInfo, rangeError, systemError, typeError } = require('./errors')
 const validate = require('./validate')
 
+const { abortError } = validate
+
 const dispose = Symbol.dispose ?? Symbol.for('nodejs.dispose')
 const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')
 const LOCK_BRAND = Symbol.for('procward.lock')
@@ -29,33 +31,14 @@ const ACQUIRE_KEYS = [...TRY_KEYS, 'wait', 'signal']
 // with its process (or worker thread), never at a garbage collection.
 const held = new Set()
 
-function abortError(signal) {
-  const err = new Error('The operation was aborted', { cause: signal?.reason })
-  err.name = 'AbortError'
-  err.code = 'ABORT_ERR'
-  return brand(err)
-}
-
 // ---- input --------------------------------------------------------------------
 
 function checkPath(path) {
-  if (typeof path !== 'string') {
-    throw typeError(`path must be a string, got ${validate.describe(path)}`)
-  }
-  if (path.length === 0) throw typeError('path must not be empty', 'ERR_INVALID_ARG_VALUE')
-  if (path.includes('\0')) throw typeError('path must not contain NUL bytes', 'ERR_INVALID_ARG_VALUE')
-  return path
+  return validate.nonEmptyString(path, 'path')
 }
 
 function checkOptions(options = {}, keys, fn) {
-  if (options === null || typeof options !== 'object') {
-    throw typeError(`options must be an object, got ${validate.describe(options)}`)
-  }
-  for (const key of Object.keys(options)) {
-    if (!keys.includes(key)) {
-      throw typeError(`options.${key} is not an option of ${fn}() (${keys.join(', ')})`, 'ERR_INVALID_ARG_VALUE')
-    }
-  }
+  validate.knownKeys(validate.object(options, 'options'), keys, 'options', { of: `${fn}()` })
   const mode = options.mode ?? DEFAULT_MODE
   if (typeof mode !== 'number') throw typeError(`options.mode must be a number, got ${validate.describe(mode)}`)
   // The owner must be able to read and write it: the record is rewritten by
@@ -88,10 +71,7 @@ function checkAcquireOptions(options) {
   } else if (typeof wait !== 'boolean') {
     throw typeError(`options.wait must be a boolean or a number of milliseconds, got ${validate.describe(wait)}`)
   }
-  const signal = options?.signal
-  if (signal !== undefined && !(signal instanceof AbortSignal)) {
-    throw typeError(`options.signal must be an AbortSignal, got ${validate.describe(signal)}`)
-  }
+  const signal = validate.optionalAbortSignal(options?.signal, 'options.signal')
   return { ...o, wait, signal }
 }
 
@@ -234,16 +214,10 @@ class ProcessLock {
 
 // ---- the API ----------------------------------------------------------------------
 
-// Built only where its OS module exists (Linux and macOS).
-function checkPlatform() {
-  if (typeof native.lockTry === 'function') return
-  const err = new Error(`procward's lock is not available on ${process.platform} (Linux and macOS only)`)
-  err.code = 'ERR_PROCWARD_UNSUPPORTED_PLATFORM'
-  throw brand(err)
-}
+// The binding has the lock on every platform it is built for (flock(2) on
+// Linux and macOS, LockFileEx on Windows): nothing to probe.
 
 function tryLock(path, options) {
-  checkPlatform()
   checkPath(path)
   const o = checkOptions(options, TRY_KEYS, 'tryLock')
   const handle = onPath(path, native.lockTry, path, o.mode, o.allowNetworkFs, o.purpose)
@@ -251,7 +225,6 @@ function tryLock(path, options) {
 }
 
 async function acquireLock(path, options) {
-  checkPlatform()
   checkPath(path)
   const o = checkAcquireOptions(options)
   if (o.signal?.aborted) throw abortError(o.signal)
@@ -315,7 +288,6 @@ function waitForLock(path, o) {
 }
 
 function readLock(path) {
-  checkPlatform()
   checkPath(path)
   return lockInfo(path)
 }

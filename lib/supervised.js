@@ -10,6 +10,8 @@ const native = require('../binding.js')
 const { brand, callNative, errnoText, fromNative, nativeInfo, rangeError, systemError, typeError } = require('./errors')
 const validate = require('./validate')
 
+const { abortError } = validate
+
 const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')
 
 // The exit may be watched on the JS thread's own libuv loop only in Node
@@ -31,13 +33,6 @@ const CGROUP_RECORD = Symbol.for('procward.cgroupRecord')
 
 const STOP_DEFAULTS = Object.freeze({ signal: 'SIGTERM', graceMs: 5000, killTimeoutMs: 2000 })
 
-function abortError(signal) {
-  const err = new Error('The operation was aborted', { cause: signal?.reason })
-  err.name = 'AbortError'
-  err.code = 'ABORT_ERR'
-  return err
-}
-
 /**
  * Layers of StopOptions, later ones winning. A field set to `undefined`
  * means "not given", as an absent one does (so `{ graceMs: undefined }`
@@ -52,23 +47,17 @@ function mergeStopOptions(...layers) {
   return out
 }
 
-/** Validated StopOptions → the native shape (plus identity, for bare pids). */
-const STOP_KEYS = new Set(['signal', 'graceMs', 'killTimeoutMs', 'group', 'identity'])
+/** StopOptions: what a stop of a child takes; a bare pid's stop takes an identity too. */
+const STOP_KEYS = Object.freeze(['signal', 'graceMs', 'killTimeoutMs', 'group'])
+const PID_STOP_KEYS = new Set([...STOP_KEYS, 'identity'])
 
 /**
  * Validated StopOptions → the native shape (plus identity, for bare pids).
  * `name` is how the caller knows the object ('options', or 'options.stop'
  * for a spawn's defaults), so an error points at the field actually given.
  */
-function nativeStopOptions(options, defaults = STOP_DEFAULTS, name = 'options') {
-  if (options !== undefined && (options === null || typeof options !== 'object')) {
-    throw typeError(`${name} must be an object, got ${validate.describe(options)}`)
-  }
-  for (const [k, v] of Object.entries(options ?? {})) {
-    if (v !== undefined && !STOP_KEYS.has(k)) {
-      throw typeError(`${name}.${k} is not a stop option (${[...STOP_KEYS].join(', ')})`, 'ERR_INVALID_ARG_VALUE')
-    }
-  }
+function nativeStopOptions(options, defaults = STOP_DEFAULTS, name = 'options', keys = PID_STOP_KEYS) {
+  if (options !== undefined) validate.knownKeys(validate.object(options, name), keys, name)
   const o = mergeStopOptions(STOP_DEFAULTS, defaults, options)
   return {
     native: {
@@ -98,10 +87,8 @@ const STDIO_FILE_KEYS = new Set(['file', 'append'])
 function stdioEntry(value, i) {
   if (value === 'ignore' || value === 'inherit' || value === 'pipe') return { kind: value }
   if (value !== null && typeof value === 'object' && typeof value.file === 'string') {
-    if (value.file.length === 0 || value.file.includes('\0')) {
-      throw typeError(`stdio[${i}].file must be a non-empty path without NUL`, 'ERR_INVALID_ARG_VALUE')
-    }
-    rejectUnknownKeys(value, STDIO_FILE_KEYS, `stdio[${i}]`)
+    validate.nonEmptyString(value.file, `stdio[${i}].file`)
+    validate.knownKeys(value, STDIO_FILE_KEYS, `stdio[${i}]`)
     return { kind: 'file', path: value.file, append: validate.optionalBoolean(value.append, `stdio[${i}].append`) }
   }
   throw typeError(
@@ -110,11 +97,9 @@ function stdioEntry(value, i) {
   )
 }
 
-// Every key SpawnSupervisedOptions defines. Anything else is refused rather
-// than ignored: `shell: true` or a misspelt `procesGroup` would otherwise
-// change nothing, silently. A key whose value is undefined sets nothing and
-// passes (objects spread from a config often carry such keys).
-const SPAWN_KEYS = new Set([
+// Every key SpawnSupervisedOptions defines (a Supervisor's `spawn` takes
+// them all but `signal`). Anything else is refused: see validate.knownKeys.
+const SPAWN_KEYS = Object.freeze([
   'cwd',
   'env',
   'stdio',
@@ -129,7 +114,7 @@ const SPAWN_KEYS = new Set([
   'cgroup',
 ])
 
-const CGROUP_KEYS = new Set(['parent'])
+const CGROUP_KEYS = ['parent']
 
 /** `cgroup`: false/undefined, true, or { parent?: absolute path }. */
 function cgroupOption(value) {
@@ -138,10 +123,9 @@ function cgroupOption(value) {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw typeError(`options.cgroup must be a boolean or an object, got ${validate.describe(value)}`)
   }
-  const o = { ...value }
-  rejectUnknownKeys(o, CGROUP_KEYS, 'options.cgroup')
+  const o = validate.knownKeys({ ...value }, CGROUP_KEYS, 'options.cgroup')
   if (o.parent === undefined) return { cgroup: true, cgroupParent: undefined }
-  const parent = noNul(o.parent, 'options.cgroup.parent')
+  const parent = validate.cString(o.parent, 'options.cgroup.parent')
   if (!parent.startsWith('/') || parent.includes('\n')) {
     throw typeError(
       `options.cgroup.parent must be an absolute path of a cgroup v2 directory, got ${JSON.stringify(parent)}`,
@@ -151,57 +135,38 @@ function cgroupOption(value) {
   return { cgroup: true, cgroupParent: parent }
 }
 
-const UNSUPPORTED_HINTS = {
-  shell: "; run a shell explicitly: spawnSupervised('sh', ['-c', command])",
-  detached: '; the child leads its own process group by default (processGroup)',
-}
-
-function rejectUnknownKeys(object, known, name) {
-  for (const key of Object.keys(object)) {
-    if (known.has(key) || object[key] === undefined) continue
-    throw typeError(
-      `${name}.${key} is not a supported option${Object.hasOwn(UNSUPPORTED_HINTS, key) && name === 'options' ? UNSUPPORTED_HINTS[key] : ''}`,
-      'ERR_INVALID_ARG_VALUE',
-    )
-  }
+/** Options users bring from child_process, with what to do instead. */
+const SPAWN_HINTS = {
+  shell: "run a shell explicitly: spawnSupervised('sh', ['-c', command])",
+  detached: 'the child leads its own process group by default (processGroup)',
 }
 
 /** A uid or gid: an integer in 0..=2^32-2 (2^32-1 means "no change" to the kernel). */
 function optionalId(value, name) {
-  if (value === undefined) return undefined
-  if (typeof value !== 'number') throw typeError(`${name} must be a number, got ${validate.describe(value)}`)
-  if (!Number.isInteger(value) || value < 0 || value > 2 ** 32 - 2) {
-    throw rangeError(`${name} must be an integer in 0..=${2 ** 32 - 2}, got ${String(value)}`)
-  }
-  return value
+  return value === undefined ? undefined : validate.integer(value, name, 0, 2 ** 32 - 2)
 }
 
-function noNul(value, name) {
-  if (typeof value !== 'string') throw typeError(`${name} must be a string, got ${validate.describe(value)}`)
-  if (value.includes('\0')) throw typeError(`${name} must not contain NUL bytes`, 'ERR_INVALID_ARG_VALUE')
-  return value
+/** The fd number of the notify pipe's write end in the child (0..2 are stdio). */
+function notifyFd(value, name) {
+  return validate.integer(value, name, 3, 65535, ' (0..2 are stdio)')
 }
 
 function nativeSpawnOptions(options) {
-  if (options !== undefined && (options === null || typeof options !== 'object')) {
-    throw typeError(`options must be an object, got ${validate.describe(options)}`)
-  }
+  if (options !== undefined) validate.object(options, 'options')
   // Every option is read exactly once, here: a getter that answers
   // differently on a second read (or throws) cannot make the validated value
   // and the used one differ, nor fail after the child was started.
   const o = { ...(options ?? {}) }
   if (o.stop !== null && typeof o.stop === 'object') o.stop = { ...o.stop }
-  rejectUnknownKeys(o, SPAWN_KEYS, 'options')
-  const cwd = o.cwd === undefined ? undefined : noNul(o.cwd, 'options.cwd')
+  validate.knownKeys(o, SPAWN_KEYS, 'options', { of: 'spawnSupervised()', hints: SPAWN_HINTS })
+  const cwd = o.cwd === undefined ? undefined : validate.cString(o.cwd, 'options.cwd')
   // No env given: on the main thread process.env *is* the process
   // environment (Node writes it through to environ), so the native side
   // reads environ itself and skips converting process.env on every spawn.
   // A worker's process.env is its own copy, so there it is passed along.
   const inheritEnv = o.env === undefined && isMainThread
   const env = o.env === undefined ? (inheritEnv ? {} : process.env) : o.env
-  if (env === null || typeof env !== 'object') {
-    throw typeError(`options.env must be an object, got ${validate.describe(env)}`)
-  }
+  validate.object(env, 'options.env')
   const envKeys = []
   const envValues = []
   for (const [k, v] of Object.entries(env)) {
@@ -213,7 +178,7 @@ function nativeSpawnOptions(options) {
       )
     }
     envKeys.push(k)
-    envValues.push(noNul(v, `options.env.${k}`))
+    envValues.push(validate.cString(v, `options.env.${k}`))
   }
   let stdio = o.stdio ?? ['ignore', 'inherit', 'inherit']
   if (!Array.isArray(stdio)) stdio = [stdio, stdio, stdio]
@@ -228,17 +193,11 @@ function nativeSpawnOptions(options) {
     deathSignal = validate.signal(o.parentDeathSignal, 'options.parentDeathSignal')
   const uid = optionalId(o.uid, 'options.uid')
   const gid = optionalId(o.gid, 'options.gid')
-  const argv0 = o.argv0 === undefined ? undefined : noNul(o.argv0, 'options.argv0')
-  if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) {
-    throw typeError(`options.signal must be an AbortSignal, got ${validate.describe(o.signal)}`)
-  }
+  const argv0 = o.argv0 === undefined ? undefined : validate.cString(o.argv0, 'options.argv0')
+  validate.optionalAbortSignal(o.signal, 'options.signal')
   // Check the stop defaults now, so a bad one fails the spawn, not a later stop.
   const stopNative = nativeStopOptions(o.stop, STOP_DEFAULTS, 'options.stop').native
   const { cgroup, cgroupParent } = cgroupOption(o.cgroup)
-  const notifyFd = o[NOTIFY_FD]
-  if (notifyFd !== undefined && (!Number.isInteger(notifyFd) || notifyFd < 3 || notifyFd > 65535)) {
-    throw rangeError(`notifyFd must be an integer in 3..=65535, got ${notifyFd}`)
-  }
   return {
     native: {
       cwd,
@@ -249,7 +208,7 @@ function nativeSpawnOptions(options) {
       processGroup,
       killGroupOnExit: processGroup && killGroupOnExit,
       deathSignal,
-      notifyFd,
+      notifyFd: o[NOTIFY_FD] === undefined ? undefined : notifyFd(o[NOTIFY_FD], 'notifyFd'),
       uid,
       gid,
       argv0,
@@ -464,13 +423,8 @@ function spawnError(err, command, args, native) {
 }
 
 function spawnSupervised(command, args, options) {
-  if (typeof command !== 'string' || command.length === 0) {
-    throw typeError(`command must be a non-empty string, got ${validate.describe(command)}`, 'ERR_INVALID_ARG_VALUE')
-  }
-  noNul(command, 'command')
-  if (args === undefined || args === null) args = []
-  if (!Array.isArray(args)) throw typeError(`args must be an array of strings, got ${validate.describe(args)}`)
-  for (const [i, a] of args.entries()) noNul(a, `args[${i}]`)
+  validate.nonEmptyString(command, 'command')
+  args = args === undefined || args === null ? [] : validate.stringArray(args, 'args')
   const opts = nativeSpawnOptions(options)
   if (opts.abortSignal?.aborted) throw abortError(opts.abortSignal)
 
@@ -527,9 +481,11 @@ module.exports = {
   SupervisedProcess,
   spawnSupervised,
   stopSupervisedProcess,
-  abortError,
   nativeStopOptions,
   checkSpawnOptions: nativeSpawnOptions,
+  notifyFd,
+  SPAWN_KEYS,
+  STOP_KEYS,
   NOTIFY_FD,
   NOTIFY_STREAM,
   CGROUP_RECORD,

@@ -2,34 +2,20 @@
 // pidfd held natively. Never reaps it (it is not ours).
 
 const native = require('../binding.js')
-const { fromNative, typeError, rangeError } = require('./errors')
+const { fromNative, rangeError } = require('./errors')
 const validate = require('./validate')
 
-const KNOWN_OPTIONS = new Set(['identity', 'signal'])
+const { abortError } = validate
 
-function abortError(signal) {
-  const err = new Error('The operation was aborted', { cause: signal?.reason })
-  err.name = 'AbortError'
-  err.code = 'ABORT_ERR'
-  return err
-}
+const KNOWN_OPTIONS = ['identity', 'signal']
 
 function checkOptions(options) {
   if (options === undefined) return {}
-  if (options === null || typeof options !== 'object') {
-    throw typeError(`options must be an object, got ${validate.describe(options)}`)
+  validate.knownKeys(validate.object(options, 'options'), KNOWN_OPTIONS, 'options', { of: 'waitForExit()' })
+  return {
+    identity: validate.optionalString(options.identity, 'options.identity'),
+    signal: validate.optionalAbortSignal(options.signal, 'options.signal'),
   }
-  for (const key of Object.keys(options)) {
-    if (!KNOWN_OPTIONS.has(key)) {
-      throw typeError(`options.${key} is not an option of waitForExit`, 'ERR_INVALID_ARG_VALUE')
-    }
-  }
-  const identity = validate.optionalString(options.identity, 'options.identity')
-  const signal = options.signal
-  if (signal !== undefined && !(signal instanceof AbortSignal)) {
-    throw typeError(`options.signal must be an AbortSignal, got ${validate.describe(signal)}`)
-  }
-  return { identity, signal }
 }
 
 /**
@@ -98,4 +84,4 @@ async function waitForExit(pid, options) {
   return { pid, pidReused: r.pidReused, exit }
 }
 
-module.exports = { waitForExit, abortError }
+module.exports = { waitForExit }

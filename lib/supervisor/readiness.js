@@ -1,0 +1,177 @@
+// The ready checks: a port that accepts connections (and is the child's),
+// a line on stdout or stderr, a newline on a notify pipe, or a function.
+// Each is a promise that resolves once ready and rejects when its signal
+// aborts (the attempt ended, or the ready timeout hit: the machine decides).
+
+const net = require('node:net')
+const { NOTIFY_STREAM } = require('../supervised')
+const { abortError } = require('../validate')
+const { supervisorError } = require('./attempt')
+const procfs = require('./procfs')
+
+const noop = () => {}
+
+/** A line longer than this is handed on in pieces (a pipe never stalls). */
+const MAX_LINE = 64 * 1024
+
+function sleepFor(delayMs, signal) {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(abortError(signal))
+    const t = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort)
+      resolve()
+    }, delayMs)
+    const onAbort = () => {
+      clearTimeout(t)
+      reject(abortError(signal))
+    }
+    signal.addEventListener('abort', onAbort, { once: true })
+  })
+}
+
+function connects(port, host, signal) {
+  return new Promise((resolve) => {
+    const sock = net.connect({ port, host })
+    const done = (ok) => {
+      signal.removeEventListener('abort', onAbort)
+      sock.destroy()
+      resolve(ok)
+    }
+    const onAbort = () => done(false)
+    sock.once('connect', () => done(true))
+    sock.once('error', () => done(false))
+    signal.addEventListener('abort', onAbort, { once: true })
+  })
+}
+
+/**
+ * Ready once something accepts a connection and, where /proc can tell, the
+ * listener is not a leftover: held by the child's group, or opened since
+ * the check began (a proxy the child had started, like docker-proxy for
+ * `docker run -p`). A listening socket that was there before — a stale
+ * daemon still on the port — never counts. Probes at 1 ms, doubling to
+ * 20 ms (100 ms while only a leftover answers).
+ */
+async function portReady(child, port, host, signal) {
+  // Right after the spawn: what listened before the child could have.
+  const before = await procfs.listeningInodes(port)
+  let delay = 1
+  for (;;) {
+    if (signal.aborted) throw abortError(signal)
+    let foreign = false
+    if (await connects(port, host, signal)) {
+      const now = await procfs.listeningInodes(port)
+      if (now === null || before === null || [...now].some((i) => !before.has(i))) return
+      if ((await procfs.childListens(child, port)) !== false) return
+      foreign = true
+    }
+    await sleepFor(foreign ? 100 : delay, signal)
+    delay = Math.min(delay * 2, 20)
+  }
+}
+
+/** s6 style: ready at the first newline the child writes to the notify pipe. */
+function notifyReady(stream, signal) {
+  return new Promise((resolve, reject) => {
+    if (stream === null) return reject(new Error('no notify pipe'))
+    const finish = (fn, arg) => {
+      signal.removeEventListener('abort', onAbort)
+      stream.destroy()
+      fn(arg)
+    }
+    const onAbort = () => finish(reject, abortError(signal))
+    stream.on('data', (d) => {
+      if (String(d).includes('\n')) finish(resolve)
+    })
+    // EOF without a newline: the daemon never said it is ready; the ready
+    // timeout (or its exit) decides.
+    stream.on('error', noop)
+    signal.addEventListener('abort', onAbort, { once: true })
+  })
+}
+
+/** Ready at the first line `match` accepts; `lines` is the attempt, fed through its `onLine`. */
+function lineReady(lines, match, signal) {
+  return new Promise((resolve, reject) => {
+    lines.onLine = (line) => {
+      if (match(line)) {
+        lines.onLine = null
+        resolve()
+      }
+    }
+    signal.addEventListener('abort', () => reject(abortError(signal)), { once: true })
+  })
+}
+
+/**
+ * The check `ready` (options.ready, normalised) of `run`'s child, until
+ * `signal` aborts. A line check reads what splitLines feeds `run.onLine`.
+ */
+function readyCheck(ready, run, signal) {
+  switch (ready.kind) {
+    case 'port':
+      return portReady(run.child, ready.port, ready.host, signal)
+    case 'line':
+      return lineReady(run, ready.match, signal)
+    case 'notify':
+      return notifyReady(run.child[NOTIFY_STREAM], signal)
+    default:
+      return Promise.resolve().then(() => ready.fn(run.child, signal))
+  }
+}
+
+/**
+ * Runs the check `ready` on `run` within `timeoutMs` (false: no limit),
+ * aborting the attempt's check when the time is up. Rejects with
+ * ERR_READY_TIMEOUT or ERR_READY_FAILED, worded with the supervisor's `name`.
+ */
+function whenReady(ready, run, timeoutMs, name) {
+  let timedOut = false
+  const timer =
+    timeoutMs === false
+      ? null
+      : setTimeout(() => {
+          timedOut = true
+          run.ac.abort()
+        }, timeoutMs)
+  return readyCheck(ready, run, run.ac.signal).then(
+    () => clearTimeout(timer),
+    (err) => {
+      clearTimeout(timer)
+      throw timedOut
+        ? supervisorError('ERR_READY_TIMEOUT', `${name} was not ready within ${timeoutMs} ms`)
+        : supervisorError('ERR_READY_FAILED', `${name}'s ready check failed: ${err?.message ?? err}`, { cause: err })
+    },
+  )
+}
+
+/**
+ * Hands `onLine` every line of `stream` as it comes, without its "\n" (nor
+ * the "\r" of a "\r\n", as readline reads it); a line longer than MAX_LINE
+ * in pieces, and what is left at the end as a last line.
+ */
+function splitLines(stream, onLine) {
+  const emit = (line) => onLine(line.endsWith('\r') ? line.slice(0, -1) : line)
+  stream.setEncoding('utf8')
+  let buf = ''
+  stream.on('data', (chunk) => {
+    buf += chunk
+    let nl = buf.indexOf('\n')
+    while (nl >= 0) {
+      emit(buf.slice(0, nl))
+      buf = buf.slice(nl + 1)
+      nl = buf.indexOf('\n')
+    }
+    if (buf.length > MAX_LINE) {
+      emit(buf)
+      buf = ''
+    }
+  })
+  stream.on('end', () => {
+    if (buf.length > 0) emit(buf)
+    buf = ''
+  })
+  stream.on('error', noop)
+}
+
+module.exports = { whenReady, splitLines }

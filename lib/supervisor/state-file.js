@@ -1,0 +1,334 @@
+// The stateFile: a SupervisorStateRecord as JSON, replaced atomically and
+// serialized (RecordWriter), read back with liveness judged now
+// (readSupervisorState), and trusted only from a file no one else could
+// have written (a record names processes to stop and groups to sweep).
+// One supervisor per stateFile: its lock is `<stateFile>.lock`.
+
+const fs = require('node:fs')
+const fsp = require('node:fs/promises')
+const path = require('node:path')
+const native = require('../../binding.js')
+const { callNative } = require('../errors')
+const validate = require('../validate')
+const procfs = require('./procfs')
+const { STATES } = require('./transitions')
+
+const noop = () => {}
+
+/** Far above any record (args included); a larger file is not one. */
+const RECORD_MAX = 1 << 20
+
+// The lock module is loaded on first use: a supervisor without a stateFile
+// needs none.
+let lockModule = null
+function lock() {
+  lockModule ??= require('../lock')
+  return lockModule
+}
+
+/** Is the recorded process (pid + identity) running now? false where that cannot be told. */
+function isRunning(pid, identity) {
+  try {
+    return callNative(native.isProcessRunning, pid, identity)
+  } catch {
+    return false
+  }
+}
+
+/** This process's identity, for the record's `supervisor` ('' where it cannot be read). */
+function ownIdentity() {
+  try {
+    return callNative(native.getProcessInfo, process.pid)?.identity ?? ''
+  } catch {
+    return ''
+  }
+}
+
+// ---- writing ----------------------------------------------------------------------
+
+let tmpCounter = 0
+
+/**
+ * Replaces `file` atomically: a temp file in the same directory (mode
+ * 0600: args may hold secrets), fsync, rename, then fsync the directory
+ * so the rename itself survives a crash. All through fs.promises: off the
+ * JS thread.
+ */
+async function writeAtomic(file, text) {
+  const dir = path.dirname(file)
+  const tmp = path.join(dir, `.${path.basename(file)}.${process.pid}.${++tmpCounter}.tmp`)
+  let fh = null
+  try {
+    fh = await fsp.open(tmp, 'wx', 0o600)
+    await fh.writeFile(text)
+    await fh.sync()
+    await fh.close()
+    fh = null
+    await fsp.rename(tmp, file)
+  } catch (err) {
+    await fh?.close().catch(noop)
+    await fsp.unlink(tmp).catch(noop)
+    throw err
+  }
+  try {
+    const d = await fsp.open(dir, 'r')
+    try {
+      await d.sync()
+    } finally {
+      await d.close()
+    }
+  } catch {
+    // Some filesystems refuse fsync on a directory; the rename stands.
+  }
+}
+
+/** Temp files a writer that died mid-write left behind (we hold the lock now). */
+async function removeStaleTemps(file) {
+  const dir = path.dirname(file)
+  const prefix = `.${path.basename(file)}.`
+  let names = []
+  try {
+    names = await fsp.readdir(dir)
+  } catch {
+    return
+  }
+  await Promise.all(
+    names
+      .filter((n) => n.startsWith(prefix) && n.endsWith('.tmp'))
+      .map((n) => fsp.unlink(path.join(dir, n)).catch(noop)),
+  )
+}
+
+/** Takes `<stateFile>.lock` (waiting for no one: ELOCKED names the holder). */
+function acquireRecordLock(stateFile, name) {
+  return lock().acquireLock(`${stateFile}.lock`, { purpose: `procward supervisor ${name}` })
+}
+
+/**
+ * Keeps the stateFile up to date: write() schedules a rewrite, serialized,
+ * the latest state winning (the record, from `snapshot()`, is taken when
+ * the write begins, so a burst of changes costs one write after the one in
+ * flight). Writes only while `owned` (the lock is held and the previous
+ * record has been acted on).
+ */
+class RecordWriter {
+  #file
+  #snapshot
+  #dirty = false
+  #writer = null
+  #warned = false
+  #retryTimer = null
+  #retryMs = 0
+  owned = false
+
+  constructor(file, snapshot) {
+    this.#file = file
+    this.#snapshot = snapshot
+  }
+
+  /** Schedules a rewrite; resolves when written (at once when not owned). */
+  write() {
+    if (!this.owned) return Promise.resolve()
+    this.#dirty = true
+    this.#writer ??= Promise.resolve().then(() => this.#drain())
+    return this.#writer
+  }
+
+  /** Resolves when the write in flight (if any) is done. */
+  flushed() {
+    return this.#writer ?? Promise.resolve()
+  }
+
+  async #drain() {
+    try {
+      while (this.#dirty && this.owned) {
+        this.#dirty = false
+        const text = `${JSON.stringify(this.#snapshot(), null, 2)}\n`
+        try {
+          await writeAtomic(this.#file, text)
+          this.#retryMs = 0
+        } catch (err) {
+          if (!this.#warned) {
+            this.#warned = true
+            process.emitWarning(`procward: cannot write ${this.#file}: ${err.message}`, {
+              code: 'PROCWARD_STATE_FILE',
+            })
+          }
+          this.#retryLater()
+        }
+      }
+    } finally {
+      this.#writer = null
+    }
+  }
+
+  /**
+   * A write failed (ENOSPC, EACCES, EIO...): tried again later, 100 ms
+   * doubling to 30 s, so the record catches up once the disk has room —
+   * left stale, it would name a child long gone to a successor, and not
+   * the one running. The timer does not hold the process open.
+   */
+  #retryLater() {
+    if (this.#retryTimer !== null) return
+    this.#retryMs = Math.min(Math.max(this.#retryMs * 2, 100), 30_000)
+    this.#retryTimer = setTimeout(() => {
+      this.#retryTimer = null
+      this.write()
+    }, this.#retryMs)
+    this.#retryTimer.unref()
+  }
+}
+
+// ---- reading ----------------------------------------------------------------------
+
+/** Why a stateFile's stat makes its record untrusted, or null. */
+function untrustedStat(st) {
+  if (!st.isFile()) return 'it is not a regular file'
+  const euid = process.geteuid?.()
+  if (euid !== undefined && st.uid !== euid) return `it is owned by uid ${st.uid}, not ${euid}`
+  if ((st.mode & 0o022) !== 0) return `others may write it (mode 0${(st.mode & 0o777).toString(8)})`
+  return null
+}
+
+/**
+ * Reads a stateFile for acting on it: null when missing, else { text } or
+ * { untrusted: why }. A record is trusted only from a regular file (not a
+ * symlink) owned by this process's user and writable by no one else.
+ */
+async function readRecordFile(file) {
+  let fh
+  try {
+    fh = await fsp.open(file, fs.constants.O_RDONLY | (fs.constants.O_NOFOLLOW ?? 0) | (fs.constants.O_NONBLOCK ?? 0))
+  } catch (err) {
+    if (err.code === 'ENOENT') return null
+    if (err.code === 'ELOOP') return { untrusted: 'it is a symbolic link' }
+    return { untrusted: err.message }
+  }
+  try {
+    const st = await fh.stat()
+    const why = untrustedStat(st)
+    if (why !== null) return { untrusted: why }
+    if (st.size > RECORD_MAX) return { untrusted: `it is ${st.size} bytes, larger than any record` }
+    return { text: await fh.readFile('utf8') }
+  } catch (err) {
+    return { untrusted: err.message }
+  } finally {
+    await fh.close().catch(noop)
+  }
+}
+
+function validPid(v) {
+  return Number.isInteger(v) && v >= 1 && v <= validate.PID_MAX
+}
+
+/** A parsed SupervisorStateRecord (liveness not yet judged), or null. */
+function parseRecord(text) {
+  let r
+  try {
+    r = JSON.parse(text)
+  } catch {
+    return null
+  }
+  if (r === null || typeof r !== 'object' || r.version !== 1) return null
+  if (typeof r.name !== 'string' || !STATES.includes(r.state)) return null
+  const s = r.supervisor
+  if (s === null || typeof s !== 'object' || !validPid(s.pid) || typeof s.identity !== 'string') return null
+  const c = r.child
+  if (c !== null) {
+    if (typeof c !== 'object' || !validPid(c.pid) || typeof c.identity !== 'string') return null
+    if (c.pgid !== null && !validPid(c.pgid)) return null
+    if (c.session !== null && c.session !== 0 && !validPid(c.session)) return null
+    if (typeof c.command !== 'string' || !Array.isArray(c.args) || typeof c.aliveAt !== 'string') return null
+  }
+  return r
+}
+
+/**
+ * A regular file's text, or null (missing, not a regular file, larger than
+ * any record). Opened non-blocking: a FIFO at the path would otherwise
+ * block this thread until a writer came.
+ */
+function readSmallFile(file) {
+  let fd
+  try {
+    fd = fs.openSync(file, fs.constants.O_RDONLY | (fs.constants.O_NONBLOCK ?? 0))
+  } catch (err) {
+    if (err.code === 'ENOENT' || err.code === 'ENXIO') return null
+    throw err
+  }
+  try {
+    const st = fs.fstatSync(fd)
+    if (!st.isFile() || st.size > RECORD_MAX) return null
+    return fs.readFileSync(fd, 'utf8')
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
+/**
+ * The record a supervisor keeps in its stateFile, with liveness judged now:
+ * `supervisor.running` (its lock is held), `child.running` (zombie- and
+ * reuse-aware). null when the file is missing or holds no such record.
+ */
+function readSupervisorState(stateFile) {
+  validate.nonEmptyString(stateFile, 'stateFile')
+  const text = readSmallFile(stateFile)
+  if (text === null) return null
+  const r = parseRecord(text)
+  if (r === null) return null
+  let held
+  try {
+    held = lock().readLock(`${stateFile}.lock`).held
+  } catch {
+    held = isRunning(r.supervisor.pid, r.supervisor.identity || undefined)
+  }
+  r.supervisor = { pid: r.supervisor.pid, identity: r.supervisor.identity, running: held }
+  if (r.child !== null) r.child = { ...r.child, running: isRunning(r.child.pid, r.child.identity) }
+  return r
+}
+
+/**
+ * Why the running processes `record` (from readSupervisorState(stateFile))
+ * names must not be stopped or signalled on its word, or null when they
+ * may be. Trusted: a record from a regular file (not a symbolic link) of
+ * this process's user that no one else may write — or, for root, one of
+ * another user's files whose running processes are all that user's (an
+ * administrator stopping a user's supervisor). Never when it names pid 1
+ * or this process, whatever the file.
+ */
+function distrustSupervisorState(stateFile, record) {
+  validate.nonEmptyString(stateFile, 'stateFile')
+  validate.object(record, 'record')
+  validate.object(record.supervisor, 'record.supervisor')
+  if (record.child !== null) validate.object(record.child, 'record.child')
+  const pids = [
+    record.supervisor.running ? record.supervisor.pid : null,
+    record.child?.running ? record.child.pid : null,
+  ]
+  for (const pid of pids) {
+    if (pid === 1) return 'it names pid 1 (init)'
+    if (pid === process.pid) return 'it names this process'
+  }
+  const st = fs.lstatSync(stateFile)
+  const why = st.isSymbolicLink() ? 'it is a symbolic link' : untrustedStat(st)
+  if (why === null) return null
+  if (process.geteuid?.() !== 0 || !st.isFile() || (st.mode & 0o022) !== 0) return why
+  for (const pid of pids) {
+    if (pid !== null && procfs.processOwner(pid) !== st.uid) {
+      return `${why}, and pid ${pid} is not a process of uid ${st.uid}`
+    }
+  }
+  return null
+}
+
+module.exports = {
+  isRunning,
+  ownIdentity,
+  removeStaleTemps,
+  acquireRecordLock,
+  RecordWriter,
+  readRecordFile,
+  parseRecord,
+  readSupervisorState,
+  distrustSupervisorState,
+}

@@ -1,0 +1,148 @@
+// Takeover: at start(), what a dead predecessor recorded in the stateFile
+// is acted on before anything overwrites it. Its child, if still running
+// (pid + identity), is stopped with its group — or adopted (the machine
+// does that: supervisor.js) — and what the group left behind is ended:
+// the recorded cgroup whole, or else the group members proven to be the
+// predecessor's (see procfs.sweepStrays); others are reported as suspects,
+// never signalled.
+
+const native = require('../../binding.js')
+const { callNative, fromNative, typeError } = require('../errors')
+const validate = require('../validate')
+const { stopSupervisedProcess } = require('../supervised')
+const procfs = require('./procfs')
+const { isRunning, parseRecord, readRecordFile } = require('./state-file')
+
+/**
+ * Why a recorded process must never be stopped, adopted or signalled on the
+ * record's word, or null. No daemon a supervisor spawned can be pid 1, this
+ * process, one of its ancestors, or the leader of its group or session; a
+ * record naming one is corrupt or forged (and a group stop of pid 1 would
+ * reach every process).
+ */
+function untouchable(pid) {
+  if (pid === 1) return 'it is pid 1 (init)'
+  if (pid === process.pid) return 'it is this process'
+  let own = null
+  try {
+    own = callNative(native.getProcessInfo, process.pid)
+  } catch {
+    // unknown: the ancestor walk below still runs
+  }
+  if (own !== null && pid === own.pgid) return "it leads this process's group"
+  if (pid === procfs.ownSession()) return "it leads this process's session"
+  let ppid = own?.ppid ?? process.ppid
+  for (let i = 0; i < 128 && ppid > 1; i++) {
+    if (ppid === pid) return 'it is an ancestor of this process'
+    let info = null
+    try {
+      info = callNative(native.getProcessInfo, ppid)
+    } catch {
+      break
+    }
+    if (info === null) break
+    ppid = info.ppid
+  }
+  return null
+}
+
+/** Whether `pid` leads its own process group now (so a stop takes the group). */
+function leadsGroup(pid) {
+  try {
+    return callNative(native.getProcessInfo, pid)?.pgid === pid
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Kills a recorded cgroup whole, if it is still the one recorded: true
+ * killed; false gone, or not ours; null where the record holds none (or
+ * nothing that could be one: records are read as found).
+ */
+async function killRecorded(cg, killTimeoutMs = 2000) {
+  if (cg === null || typeof cg !== 'object' || typeof cg.path !== 'string' || !Number.isSafeInteger(cg.id)) {
+    return null
+  }
+  try {
+    return await native.killRecordedCgroup(cg.path, cg.id, killTimeoutMs)
+  } catch (err) {
+    throw fromNative(err)
+  }
+}
+
+/**
+ * Kills a cgroup a supervisor recorded (a SupervisorStateRecord's
+ * `child.cgroup`) whole, if it is still that cgroup (same id) and one
+ * procward made: `cgroup.kill`, then waits up to `killTimeoutMs` (2000)
+ * for it to empty, and removes it. Resolves true when it was killed; false
+ * when it is gone or not procward's (always, where there are no cgroups).
+ */
+async function killRecordedCgroup(cgroup, killTimeoutMs) {
+  validate.object(cgroup, 'cgroup')
+  const p = validate.nonEmptyString(cgroup.path, 'cgroup.path')
+  if (!p.startsWith('/'))
+    throw typeError(`cgroup.path must be an absolute path, got ${JSON.stringify(p)}`, 'ERR_INVALID_ARG_VALUE')
+  validate.integer(cgroup.id, 'cgroup.id', 1, Number.MAX_SAFE_INTEGER)
+  return killRecorded(cgroup, validate.duration(killTimeoutMs, 'killTimeoutMs', 2000))
+}
+
+/**
+ * What the predecessor's record in `stateFile` asks of us: null (no record,
+ * or no child in it), { refused: why } (not to be acted on; said once by
+ * the caller, then overwritten), or { child, alive }.
+ */
+async function predecessor(stateFile) {
+  const file = await readRecordFile(stateFile)
+  if (file === null) return null
+  if (file.untrusted) return { refused: file.untrusted }
+  const c = parseRecord(file.text)?.child
+  if (!c) return null
+  const alive = isRunning(c.pid, c.identity)
+  const refused = alive ? untouchable(c.pid) : null
+  if (refused !== null) return { refused: `it names pid ${c.pid}, and ${refused}` }
+  return { child: c, alive }
+}
+
+/**
+ * Stops the predecessor's recorded child `c` (if `alive`) with its group,
+ * then ends what it left: its cgroup, or the proven strays of its group.
+ * `track` is told the stop's target while it runs (null after), so that a
+ * stop() of ours can escalate it. Resolves the 'takeover' event, or null
+ * when there was nothing to end.
+ */
+async function stopPredecessor(c, alive, stopDefaults, track) {
+  let result = null
+  if (alive) {
+    const target = { identity: c.identity, group: leadsGroup(c.pid) }
+    track({ pid: c.pid, target })
+    try {
+      result = await stopSupervisedProcess(c.pid, { ...stopDefaults, ...target })
+    } finally {
+      track(null)
+    }
+  }
+  let swept = { killed: [], suspects: [] }
+  const aliveAtMs = Date.parse(c.aliveAt)
+  // A recorded cgroup holds every member, however far it strayed from the
+  // group: killing it leaves no stray to sweep (and one already removed
+  // had no member left).
+  const cgroupKilled = await killRecorded(c.cgroup, stopDefaults.killTimeoutMs)
+  if (
+    cgroupKilled === null &&
+    procfs.CAN_SWEEP &&
+    c.pgid !== null &&
+    c.session !== null &&
+    c.session >= 0 &&
+    Number.isFinite(aliveAtMs)
+  ) {
+    swept = await procfs.sweepStrays(
+      { pgid: c.pgid, session: c.session, identity: c.identity, aliveAtMs },
+      stopDefaults.killTimeoutMs ?? 2000,
+    )
+  }
+  if (!alive && cgroupKilled !== true && swept.killed.length === 0 && swept.suspects.length === 0) return null
+  return { pid: c.pid, identity: c.identity, action: 'stopped', result, suspects: swept.suspects }
+}
+
+module.exports = { untouchable, killRecorded, killRecordedCgroup, predecessor, stopPredecessor }
