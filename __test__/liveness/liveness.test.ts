@@ -2,7 +2,16 @@ import { execFileSync } from 'node:child_process'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { getProcessInfo, isProcessRunning } from '../../index.js'
-import { FIXTURES, firstLine, isRoot, killZeroSaysAlive, procState, reusePid, trackProcesses, waitFor } from '../helpers'
+import {
+  FIXTURES,
+  firstLine,
+  isRoot,
+  killZeroSaysAlive,
+  procState,
+  reusePid,
+  trackProcesses,
+  waitFor,
+} from '../helpers'
 
 const { others: spawned } = trackProcesses()
 
