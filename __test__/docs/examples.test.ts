@@ -32,7 +32,9 @@ const DOCS = [join(ROOT, 'README.md'), ...readdirSync(join(ROOT, 'docs')).map((f
 )
 // Written by its own author; linked from the README before it lands here.
 const PENDING_LINK_TARGETS = new Set([join(ROOT, 'docs/pg-lock.md')])
-const RUN_TIMEOUT_MS = 60_000
+// The examples' long-running children sleep 60 s: one an example forgot to
+// stop keeps node alive past this bound, and fails it.
+const RUN_TIMEOUT_MS = 45_000
 
 interface Block {
   /** `docs/lock.md:42` (the line of the opening fence). */
@@ -155,11 +157,10 @@ describe('documentation examples', () => {
         const tmp = join(work, `tmp-${b.name}`)
         mkdirSync(tmp)
         const tag = `procward-docs-${process.pid}-${b.name}`
-        const { code, signal, output, timedOut } = await runNode(file, {
-          ...process.env,
-          TMPDIR: tmp,
-          PROCWARD_TEST_TAG: tag,
-        })
+        const run = runNode(file, { ...process.env, TMPDIR: tmp, PROCWARD_TEST_TAG: tag })
+        // Judged when node exits, not when its pipes close: a process left
+        // behind may hold them open.
+        const { code, signal, timedOut } = await run.exited
         // Processes being killed may take a moment to go; anything tagged
         // that is still there after that was left behind.
         const left = await waitFor(() => taggedProcesses(tag).length === 0, 5000, 'tagged processes to go').then(
@@ -173,6 +174,7 @@ describe('documentation examples', () => {
             // gone meanwhile
           }
         }
+        const output = await run.output
         const files = readdirSync(tmp)
         rmSync(tmp, { recursive: true, force: true })
         expect(timedOut, `${b.where} did not end on its own within ${RUN_TIMEOUT_MS} ms:\n${output}`).toBe(false)
@@ -224,35 +226,44 @@ function transpile(b: Block): string {
   return out.outputText
 }
 
-/** Runs `node file` in its own process group; SIGKILLs the group on timeout. */
+/**
+ * Runs `node file` in its own process group, SIGKILLed on timeout. `exited`
+ * settles when node exits, `output` once its pipes have closed.
+ */
 function runNode(
   file: string,
   env: NodeJS.ProcessEnv,
-): Promise<{ code: number | null; signal: NodeJS.Signals | null; output: string; timedOut: boolean }> {
-  return new Promise((done) => {
-    const child: ChildProcess = spawn(process.execPath, [file], {
-      cwd: dirname(file),
-      env,
-      detached: true,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    let output = ''
-    child.stdout?.on('data', (d: Buffer) => {
-      output += d.toString()
-    })
-    child.stderr?.on('data', (d: Buffer) => {
-      output += d.toString()
-    })
-    let timedOut = false
-    const timer = setTimeout(() => {
-      timedOut = true
-      if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL')
-    }, RUN_TIMEOUT_MS)
-    child.on('close', (code, signal) => {
-      clearTimeout(timer)
-      done({ code, signal, output, timedOut })
-    })
+): {
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; timedOut: boolean }>
+  output: Promise<string>
+} {
+  const child: ChildProcess = spawn(process.execPath, [file], {
+    cwd: dirname(file),
+    env,
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
   })
+  let output = ''
+  child.stdout?.on('data', (d: Buffer) => {
+    output += d.toString()
+  })
+  child.stderr?.on('data', (d: Buffer) => {
+    output += d.toString()
+  })
+  let timedOut = false
+  const timer = setTimeout(() => {
+    timedOut = true
+    if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL')
+  }, RUN_TIMEOUT_MS)
+  return {
+    exited: new Promise((done) =>
+      child.once('exit', (code, signal) => {
+        clearTimeout(timer)
+        done({ code, signal, timedOut })
+      }),
+    ),
+    output: new Promise((done) => child.once('close', () => done(output))),
+  }
 }
 
 /**
