@@ -219,7 +219,9 @@ export type SpawnedShape<O extends SpawnShape> = ShapeFrom<Field<O, 'stdio'>, Fi
  * infers it from the options). Plain `SupervisedProcess` fits any of them:
  * streams `| null`, `pgid: number | null`.
  */
-export declare class SupervisedProcess<T extends SupervisedShape = SupervisedShape> extends EventEmitter {
+export declare class SupervisedProcess<
+  T extends SupervisedShape = SupervisedShape,
+> extends EventEmitter<SupervisedProcessEvents> {
   private constructor()
   readonly pid: number
   /** The child's process group id (its pid), or null with `processGroup: false`. */
@@ -267,12 +269,15 @@ export declare class SupervisedProcess<T extends SupervisedShape = SupervisedSha
   unref(): this
   /** `stop()` */
   [Symbol.asyncDispose](): Promise<void>
-  on(event: 'exit', listener: (info: ExitInfo) => void): this
-  once(event: 'exit', listener: (info: ExitInfo) => void): this
-  off(event: 'exit', listener: (info: ExitInfo) => void): this
-  addListener(event: 'exit', listener: (info: ExitInfo) => void): this
-  removeListener(event: 'exit', listener: (info: ExitInfo) => void): this
-  emit(event: 'exit', info: ExitInfo): boolean
+}
+
+/**
+ * The events of a `SupervisedProcess` and their arguments, as
+ * `EventEmitter`'s type map: `on`, `once`, `off`, `emit` and the rest accept
+ * only these names and listeners. `'exit'` comes once, after the reap.
+ */
+export interface SupervisedProcessEvents {
+  exit: [info: ExitInfo]
 }
 
 export interface ExitInfo {
@@ -376,8 +381,8 @@ export declare function waitForExit(pid: number, options?: WaitForExitOptions): 
 
 export interface WaitForExitOptions {
   /** The process's identity (`getProcessInfo`): a different process on the pid resolves at once. */
-  identity?: string
-  signal?: AbortSignal
+  identity?: string | undefined
+  signal?: AbortSignal | undefined
 }
 
 export interface WaitForExitResult {
@@ -411,7 +416,7 @@ export interface WaitForExitResult {
  * @throws {TypeError} bad options (unknown keys: `code: 'ERR_INVALID_ARG_VALUE'`).
  * @throws {RangeError} a duration outside 0..=2^31-1 ms, a bad port or count.
  */
-export declare class Supervisor extends EventEmitter implements AsyncDisposable {
+export declare class Supervisor extends EventEmitter<SupervisorEvents> implements AsyncDisposable {
   constructor(options: SupervisorOptions)
   readonly name: string
   readonly state: SupervisorState
@@ -451,25 +456,34 @@ export declare class Supervisor extends EventEmitter implements AsyncDisposable 
   kill(signal: Signal): boolean
   /** `stop()` */
   [Symbol.asyncDispose](): Promise<void>
+}
 
-  on(event: 'spawn' | 'ready', listener: (child: SupervisedProcess) => void): this
-  on(event: 'exit', listener: (info: SupervisorExit) => void): this
-  on(event: 'restart', listener: (info: SupervisorRestart) => void): this
-  on(event: 'failed', listener: (error: Error) => void): this
-  on(event: 'takeover', listener: (info: SupervisorTakeover) => void): this
-  on(event: 'stopped', listener: (result: StopResult | null) => void): this
-  on(event: 'stdout' | 'stderr', listener: (line: string) => void): this
-  // biome-ignore lint/suspicious/noExplicitAny: EventEmitter's own signature, for other events
-  on(event: string | symbol, listener: (...args: any[]) => void): this
-  once(event: 'spawn' | 'ready', listener: (child: SupervisedProcess) => void): this
-  once(event: 'exit', listener: (info: SupervisorExit) => void): this
-  once(event: 'restart', listener: (info: SupervisorRestart) => void): this
-  once(event: 'failed', listener: (error: Error) => void): this
-  once(event: 'takeover', listener: (info: SupervisorTakeover) => void): this
-  once(event: 'stopped', listener: (result: StopResult | null) => void): this
-  once(event: 'stdout' | 'stderr', listener: (line: string) => void): this
-  // biome-ignore lint/suspicious/noExplicitAny: EventEmitter's own signature, for other events
-  once(event: string | symbol, listener: (...args: any[]) => void): this
+/**
+ * The events of a `Supervisor` and their arguments, as `EventEmitter`'s type
+ * map: `on`, `once`, `off`, `emit` and the rest accept only these names and
+ * listeners. (`events.once(sup, 'ready')` resolves to `any[]` in Node's own
+ * types; this map gives its type: `const [child] = (await once(sup, 'ready'))
+ * as SupervisorEvents['ready']`.)
+ */
+export interface SupervisorEvents {
+  /** A child was spawned (not yet ready). */
+  spawn: [child: SupervisedProcess]
+  /** The child passed its ready check (at once without one). */
+  ready: [child: SupervisedProcess]
+  /** The child was reaped and its group swept. */
+  exit: [info: SupervisorExit]
+  /** A restart is scheduled after `delayMs`. */
+  restart: [info: SupervisorRestart]
+  /** The supervisor gave up (`state` is now 'failed'). */
+  failed: [error: Error]
+  /** A predecessor's child was found at start and stopped or adopted. */
+  takeover: [info: SupervisorTakeover]
+  /** The supervisor ended `stopped`: the daemon's StopResult, or null when none ran. */
+  stopped: [result: StopResult | null]
+  /** A line of the child's stdout, when a ready check pipes it. */
+  stdout: [line: string]
+  /** A line of the child's stderr, when a ready check pipes it. */
+  stderr: [line: string]
 }
 
 export type SupervisorState = 'idle' | 'starting' | 'running' | 'backoff' | 'stopping' | 'stopped' | 'failed'
@@ -748,7 +762,11 @@ export declare class ProcessLock {
   [Symbol.asyncDispose](): Promise<void>
 }
 
-/** What `acquireLock` rejects with when another process holds the lock. */
+/**
+ * What `acquireLock` (and a Supervisor's `start()`, for its `stateFile`)
+ * rejects with when another process holds the lock. Tell it apart with
+ * `isLockedError(err)`.
+ */
 export interface LockedError extends Error {
   code: 'ELOCKED'
   path: string
@@ -756,6 +774,15 @@ export interface LockedError extends Error {
   holder: LockHolder | null
   holderRunning: boolean | null
 }
+
+/**
+ * True for the error `acquireLock` rejects with when the lock is held (a
+ * `LockedError`: `code: 'ELOCKED'`, `path`, `holder`, `holderRunning`), also
+ * when passed on by a Supervisor's `start()` or made by another copy of
+ * procward in this process. False for anything else, an error from another
+ * library with `code: 'ELOCKED'` included: procward's errors carry a brand.
+ */
+export declare function isLockedError(err: unknown): err is LockedError
 
 // In a declaration file, this makes only what is marked `export` public (the
 // helper types above stay private).
