@@ -5,8 +5,9 @@
 # threads), the lock again with macOS's wait interrupt (SIGURG), the
 # supervisor and CLI again in session 0 (a pid namespace),
 # again under a newer Node (one binary, N-API is
-# ABI-stable), a smoke test under Bun, and the consumer check (pnpm pack → install into a fresh
-# TypeScript project → vitest there). Ends with one line adding them up.
+# ABI-stable), a smoke test under Bun, the consumer check (pnpm pack → install into a fresh
+# TypeScript project → vitest there), and the publish check (npm publish to a
+# loopback registry → pnpm add procward → run). Ends with one line adding them up.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/env.sh
@@ -86,5 +87,8 @@ fi
 
 step "consumer check (pnpm pack → fresh TypeScript project)"
 bash scripts/consumer-check.sh
+
+step "publish check (npm publish to a loopback registry → pnpm add procward → run)"
+bash scripts/publish-check.sh
 
 node scripts/summary.cjs "$REPORTS"

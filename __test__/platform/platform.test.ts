@@ -281,6 +281,35 @@ describe('packing', () => {
     expect(packed?.files.filter((f) => f.path.endsWith('.node'))).toEqual([])
   })
 
+  it('publishes nothing while a platform package is not ready (prepublishOnly)', async () => {
+    const stage = mkdtempSync(join(tmpdir(), 'procward-publish-'))
+    dirs.push(stage)
+    for (const f of ['package.json', 'lib', 'npm', 'scripts'])
+      cpSync(join(ROOT, f), join(stage, f), { recursive: true })
+    // One binary there, one of another version: both named, and nothing
+    // reaches a registry (none is configured: any publish would fail).
+    for (const key of platform.SUPPORTED) rmSync(join(stage, 'npm', key, `procward.${key}.node`), { force: true })
+    writeFileSync(join(stage, 'npm', 'linux-x64-gnu', 'procward.linux-x64-gnu.node'), 'x')
+    const winManifest = join(stage, 'npm', 'win32-x64', 'package.json')
+    writeFileSync(winManifest, JSON.stringify({ ...JSON.parse(readFileSync(winManifest, 'utf8')), version: '0.0.1' }))
+    const r = await promisify(execFile)(process.execPath, [join(stage, 'scripts', 'prepublish.cjs')], {
+      cwd: stage,
+      env: { ...process.env, npm_config_registry: 'http://127.0.0.1:9/' },
+    }).then(
+      () => ({ ok: true, stderr: '' }),
+      (e: { stderr: string }) => ({ ok: false, stderr: e.stderr }),
+    )
+    expect(r.ok).toBe(false)
+    expect(r.stderr).toContain('not publishing procward@')
+    for (const key of platform.SUPPORTED) {
+      if (key === 'linux-x64-gnu') expect(r.stderr).not.toContain(`procward.${key}.node is missing`)
+      else expect(r.stderr).toContain(`npm/${key}/procward.${key}.node is missing`)
+    }
+    expect(r.stderr).toContain('npm/win32-x64/package.json is version 0.0.1')
+    // package.json untouched: still refused by the pack guard.
+    expect(JSON.parse(readFileSync(join(stage, 'package.json'), 'utf8')).optionalDependencies).toBeUndefined()
+  })
+
   it('names its repository, homepage, bugs and keywords, and types each entry point', () => {
     const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'))
     expect(manifest.repository).toEqual({ type: 'git', url: 'git+https://github.com/procward/procward.git' })
