@@ -6,6 +6,10 @@
  *
  * Every optional field accepts `undefined` (also under
  * `exactOptionalPropertyTypes`), which means the same as leaving it out.
+ *
+ * Events are typed through `EventEmitter`'s event map (`SupervisorEvents`,
+ * `SupervisedProcessEvents`): this needs an `@types/node` whose
+ * `EventEmitter` takes one (20.19 and 26 do).
  */
 
 import type { EventEmitter } from 'node:events'

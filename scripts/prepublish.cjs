@@ -11,8 +11,9 @@
 //
 // Not `napi prepublish`: it names the windows-gnu package win32-x64-gnu,
 // where procward's loader, npm/ directory and builds say win32-x64.
-// Publishing flags (--tag, --registry, --dry-run, --access) reach the inner
-// `npm publish` through npm's environment.
+// The flags given to `npm publish` reach the inner ones through npm's
+// environment (npm_config_*: --registry, --dry-run). On --dry-run too,
+// package.json gains the optionalDependencies: what a real publish packs.
 const { execFileSync } = require('node:child_process')
 const { existsSync, readFileSync, statSync, writeFileSync } = require('node:fs')
 const { join } = require('node:path')
