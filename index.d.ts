@@ -7,9 +7,9 @@
  * Every optional field accepts `undefined` (also under
  * `exactOptionalPropertyTypes`), which means the same as leaving it out.
  *
- * Events are typed through `EventEmitter`'s event map (`SupervisorEvents`,
- * `SupervisedProcessEvents`): this needs an `@types/node` whose
- * `EventEmitter` takes one (20.19 and 26 do).
+ * Events are typed by an event map (`SupervisorEvents`,
+ * `SupervisedProcessEvents`): a name not in it, or a listener that does not
+ * take its arguments, does not compile.
  */
 
 import type { EventEmitter } from 'node:events'
@@ -223,9 +223,7 @@ export type SpawnedShape<O extends SpawnShape> = ShapeFrom<Field<O, 'stdio'>, Fi
  * infers it from the options). Plain `SupervisedProcess` fits any of them:
  * streams `| null`, `pgid: number | null`.
  */
-export declare class SupervisedProcess<
-  T extends SupervisedShape = SupervisedShape,
-> extends EventEmitter<SupervisedProcessEvents> {
+export declare class SupervisedProcess<T extends SupervisedShape = SupervisedShape> extends EventEmitter {
   private constructor()
   readonly pid: number
   /** The child's process group id (its pid), or null with `processGroup: false`. */
@@ -273,12 +271,38 @@ export declare class SupervisedProcess<
   unref(): this
   /** `stop()` */
   [Symbol.asyncDispose](): Promise<void>
+  // Only these events, whatever the @types/node: its EventEmitter's own
+  // type map takes other names in some releases (26: with `any[]` arguments).
+  on<K extends keyof SupervisedProcessEvents>(event: K, listener: (...args: SupervisedProcessEvents[K]) => void): this
+  once<K extends keyof SupervisedProcessEvents>(event: K, listener: (...args: SupervisedProcessEvents[K]) => void): this
+  off<K extends keyof SupervisedProcessEvents>(event: K, listener: (...args: SupervisedProcessEvents[K]) => void): this
+  addListener<K extends keyof SupervisedProcessEvents>(
+    event: K,
+    listener: (...args: SupervisedProcessEvents[K]) => void,
+  ): this
+  removeListener<K extends keyof SupervisedProcessEvents>(
+    event: K,
+    listener: (...args: SupervisedProcessEvents[K]) => void,
+  ): this
+  prependListener<K extends keyof SupervisedProcessEvents>(
+    event: K,
+    listener: (...args: SupervisedProcessEvents[K]) => void,
+  ): this
+  prependOnceListener<K extends keyof SupervisedProcessEvents>(
+    event: K,
+    listener: (...args: SupervisedProcessEvents[K]) => void,
+  ): this
+  emit<K extends keyof SupervisedProcessEvents>(event: K, ...args: SupervisedProcessEvents[K]): boolean
+  listenerCount<K extends keyof SupervisedProcessEvents>(
+    event: K,
+    listener?: (...args: SupervisedProcessEvents[K]) => void,
+  ): number
 }
 
 /**
- * The events of a `SupervisedProcess` and their arguments, as
- * `EventEmitter`'s type map: `on`, `once`, `off`, `emit` and the rest accept
- * only these names and listeners. `'exit'` comes once, after the reap.
+ * The events of a `SupervisedProcess` and their arguments: `on`, `once`,
+ * `off`, `emit` and the rest accept only these names and listeners.
+ * `'exit'` comes once, after the reap.
  */
 export interface SupervisedProcessEvents {
   exit: [info: ExitInfo]
@@ -420,7 +444,7 @@ export interface WaitForExitResult {
  * @throws {TypeError} bad options (unknown keys: `code: 'ERR_INVALID_ARG_VALUE'`).
  * @throws {RangeError} a duration outside 0..=2^31-1 ms, a bad port or count.
  */
-export declare class Supervisor extends EventEmitter<SupervisorEvents> implements AsyncDisposable {
+export declare class Supervisor extends EventEmitter implements AsyncDisposable {
   constructor(options: SupervisorOptions)
   readonly name: string
   readonly state: SupervisorState
@@ -460,12 +484,25 @@ export declare class Supervisor extends EventEmitter<SupervisorEvents> implement
   kill(signal: Signal): boolean
   /** `stop()` */
   [Symbol.asyncDispose](): Promise<void>
+  // Only these events, whatever the @types/node: its EventEmitter's own
+  // type map takes other names in some releases (26: with `any[]` arguments).
+  on<K extends keyof SupervisorEvents>(event: K, listener: (...args: SupervisorEvents[K]) => void): this
+  once<K extends keyof SupervisorEvents>(event: K, listener: (...args: SupervisorEvents[K]) => void): this
+  off<K extends keyof SupervisorEvents>(event: K, listener: (...args: SupervisorEvents[K]) => void): this
+  addListener<K extends keyof SupervisorEvents>(event: K, listener: (...args: SupervisorEvents[K]) => void): this
+  removeListener<K extends keyof SupervisorEvents>(event: K, listener: (...args: SupervisorEvents[K]) => void): this
+  prependListener<K extends keyof SupervisorEvents>(event: K, listener: (...args: SupervisorEvents[K]) => void): this
+  prependOnceListener<K extends keyof SupervisorEvents>(
+    event: K,
+    listener: (...args: SupervisorEvents[K]) => void,
+  ): this
+  emit<K extends keyof SupervisorEvents>(event: K, ...args: SupervisorEvents[K]): boolean
+  listenerCount<K extends keyof SupervisorEvents>(event: K, listener?: (...args: SupervisorEvents[K]) => void): number
 }
 
 /**
- * The events of a `Supervisor` and their arguments, as `EventEmitter`'s type
- * map: `on`, `once`, `off`, `emit` and the rest accept only these names and
- * listeners. (`events.once(sup, 'ready')` resolves to `any[]` in Node's own
+ * The events of a `Supervisor` and their arguments: `on`, `once`, `off`,
+ * `emit` and the rest accept only these names and listeners. (`events.once(sup, 'ready')` resolves to `any[]` in Node's own
  * types; this map gives its type: `const [child] = (await once(sup, 'ready'))
  * as SupervisorEvents['ready']`.)
  */
