@@ -9,7 +9,7 @@ const { isProcwardError } = require('./errors')
 
 /** True for procward's ELOCKED errors: `code`, `path`, `holder`, `holderRunning`. */
 function isLockedError(err) {
-  return isProcwardError(err) && err instanceof Error && err.code === 'ELOCKED'
+  return isProcwardError(err) && err.code === 'ELOCKED'
 }
 
 module.exports = { isLockedError }
