@@ -8,6 +8,10 @@
 //      --platform`), e.g. a checkout of this repository;
 //   2. the package procward-<key>, one of this package's optionalDependencies:
 //      the package manager installs only the one whose os/cpu/libc match.
+// When neither is there, the error says which of two things happened: this
+// copy lists no platform packages at all (a checkout not built yet, or a
+// package packed from one without them: no install can ever bring its
+// binary), or it lists them and the package manager skipped this one.
 // A binary that exists but fails to load (a glibc too old, say) throws the
 // loader's own error: it names the real cause.
 
@@ -23,16 +27,20 @@ function load() {
   if (existsSync(local)) return require(local)
 
   const packageName = `procward-${key}`
+  const own = require('./package.json')
   let manifest
   try {
     manifest = require(`${packageName}/package.json`)
   } catch (err) {
-    if (err?.code === 'MODULE_NOT_FOUND') throw platform.binaryNotFound(key, packageName)
-    throw err
+    if (err?.code !== 'MODULE_NOT_FOUND') throw err
+    if (!Object.hasOwn(own.optionalDependencies ?? {}, packageName)) {
+      throw platform.binaryNotPackaged(key, packageName, own.version, local)
+    }
+    throw platform.binaryNotFound(key, packageName)
   }
   // The JS here and the binary speak one private interface: only the
   // binary of this very release may serve it.
-  const { version } = require('./package.json')
+  const { version } = own
   if (manifest.version !== version) {
     throw platform.binaryVersionMismatch(key, packageName, manifest.version, version)
   }

@@ -6,6 +6,10 @@
  *
  * Every optional field accepts `undefined` (also under
  * `exactOptionalPropertyTypes`), which means the same as leaving it out.
+ *
+ * Events are typed by an event map (`SupervisorEvents`,
+ * `SupervisedProcessEvents`): a name not in it, or a listener that does not
+ * take its arguments, does not compile.
  */
 
 import type { EventEmitter } from 'node:events'
@@ -267,12 +271,41 @@ export declare class SupervisedProcess<T extends SupervisedShape = SupervisedSha
   unref(): this
   /** `stop()` */
   [Symbol.asyncDispose](): Promise<void>
-  on(event: 'exit', listener: (info: ExitInfo) => void): this
-  once(event: 'exit', listener: (info: ExitInfo) => void): this
-  off(event: 'exit', listener: (info: ExitInfo) => void): this
-  addListener(event: 'exit', listener: (info: ExitInfo) => void): this
-  removeListener(event: 'exit', listener: (info: ExitInfo) => void): this
-  emit(event: 'exit', info: ExitInfo): boolean
+  // Only these events, whatever the @types/node: its EventEmitter's own
+  // type map takes other names in some releases (26: with `any[]` arguments).
+  on<K extends keyof SupervisedProcessEvents>(event: K, listener: (...args: SupervisedProcessEvents[K]) => void): this
+  once<K extends keyof SupervisedProcessEvents>(event: K, listener: (...args: SupervisedProcessEvents[K]) => void): this
+  off<K extends keyof SupervisedProcessEvents>(event: K, listener: (...args: SupervisedProcessEvents[K]) => void): this
+  addListener<K extends keyof SupervisedProcessEvents>(
+    event: K,
+    listener: (...args: SupervisedProcessEvents[K]) => void,
+  ): this
+  removeListener<K extends keyof SupervisedProcessEvents>(
+    event: K,
+    listener: (...args: SupervisedProcessEvents[K]) => void,
+  ): this
+  prependListener<K extends keyof SupervisedProcessEvents>(
+    event: K,
+    listener: (...args: SupervisedProcessEvents[K]) => void,
+  ): this
+  prependOnceListener<K extends keyof SupervisedProcessEvents>(
+    event: K,
+    listener: (...args: SupervisedProcessEvents[K]) => void,
+  ): this
+  emit<K extends keyof SupervisedProcessEvents>(event: K, ...args: SupervisedProcessEvents[K]): boolean
+  listenerCount<K extends keyof SupervisedProcessEvents>(
+    event: K,
+    listener?: (...args: SupervisedProcessEvents[K]) => void,
+  ): number
+}
+
+/**
+ * The events of a `SupervisedProcess` and their arguments: `on`, `once`,
+ * `off`, `emit` and the rest accept only these names and listeners.
+ * `'exit'` comes once, after the reap.
+ */
+export interface SupervisedProcessEvents {
+  exit: [info: ExitInfo]
 }
 
 export interface ExitInfo {
@@ -376,8 +409,8 @@ export declare function waitForExit(pid: number, options?: WaitForExitOptions): 
 
 export interface WaitForExitOptions {
   /** The process's identity (`getProcessInfo`): a different process on the pid resolves at once. */
-  identity?: string
-  signal?: AbortSignal
+  identity?: string | undefined
+  signal?: AbortSignal | undefined
 }
 
 export interface WaitForExitResult {
@@ -451,25 +484,47 @@ export declare class Supervisor extends EventEmitter implements AsyncDisposable 
   kill(signal: Signal): boolean
   /** `stop()` */
   [Symbol.asyncDispose](): Promise<void>
+  // Only these events, whatever the @types/node: its EventEmitter's own
+  // type map takes other names in some releases (26: with `any[]` arguments).
+  on<K extends keyof SupervisorEvents>(event: K, listener: (...args: SupervisorEvents[K]) => void): this
+  once<K extends keyof SupervisorEvents>(event: K, listener: (...args: SupervisorEvents[K]) => void): this
+  off<K extends keyof SupervisorEvents>(event: K, listener: (...args: SupervisorEvents[K]) => void): this
+  addListener<K extends keyof SupervisorEvents>(event: K, listener: (...args: SupervisorEvents[K]) => void): this
+  removeListener<K extends keyof SupervisorEvents>(event: K, listener: (...args: SupervisorEvents[K]) => void): this
+  prependListener<K extends keyof SupervisorEvents>(event: K, listener: (...args: SupervisorEvents[K]) => void): this
+  prependOnceListener<K extends keyof SupervisorEvents>(
+    event: K,
+    listener: (...args: SupervisorEvents[K]) => void,
+  ): this
+  emit<K extends keyof SupervisorEvents>(event: K, ...args: SupervisorEvents[K]): boolean
+  listenerCount<K extends keyof SupervisorEvents>(event: K, listener?: (...args: SupervisorEvents[K]) => void): number
+}
 
-  on(event: 'spawn' | 'ready', listener: (child: SupervisedProcess) => void): this
-  on(event: 'exit', listener: (info: SupervisorExit) => void): this
-  on(event: 'restart', listener: (info: SupervisorRestart) => void): this
-  on(event: 'failed', listener: (error: Error) => void): this
-  on(event: 'takeover', listener: (info: SupervisorTakeover) => void): this
-  on(event: 'stopped', listener: (result: StopResult | null) => void): this
-  on(event: 'stdout' | 'stderr', listener: (line: string) => void): this
-  // biome-ignore lint/suspicious/noExplicitAny: EventEmitter's own signature, for other events
-  on(event: string | symbol, listener: (...args: any[]) => void): this
-  once(event: 'spawn' | 'ready', listener: (child: SupervisedProcess) => void): this
-  once(event: 'exit', listener: (info: SupervisorExit) => void): this
-  once(event: 'restart', listener: (info: SupervisorRestart) => void): this
-  once(event: 'failed', listener: (error: Error) => void): this
-  once(event: 'takeover', listener: (info: SupervisorTakeover) => void): this
-  once(event: 'stopped', listener: (result: StopResult | null) => void): this
-  once(event: 'stdout' | 'stderr', listener: (line: string) => void): this
-  // biome-ignore lint/suspicious/noExplicitAny: EventEmitter's own signature, for other events
-  once(event: string | symbol, listener: (...args: any[]) => void): this
+/**
+ * The events of a `Supervisor` and their arguments: `on`, `once`, `off`,
+ * `emit` and the rest accept only these names and listeners. (`events.once(sup, 'ready')` resolves to `any[]` in Node's own
+ * types; this map gives its type: `const [child] = (await once(sup, 'ready'))
+ * as SupervisorEvents['ready']`.)
+ */
+export interface SupervisorEvents {
+  /** A child was spawned (not yet ready). */
+  spawn: [child: SupervisedProcess]
+  /** The child passed its ready check (at once without one). */
+  ready: [child: SupervisedProcess]
+  /** The child was reaped and its group swept. */
+  exit: [info: SupervisorExit]
+  /** A restart is scheduled after `delayMs`. */
+  restart: [info: SupervisorRestart]
+  /** The supervisor gave up (`state` is now 'failed'). */
+  failed: [error: Error]
+  /** A predecessor's child was found at start and stopped or adopted. */
+  takeover: [info: SupervisorTakeover]
+  /** The supervisor ended `stopped`: the daemon's StopResult, or null when none ran. */
+  stopped: [result: StopResult | null]
+  /** A line of the child's stdout, when a ready check pipes it. */
+  stdout: [line: string]
+  /** A line of the child's stderr, when a ready check pipes it. */
+  stderr: [line: string]
 }
 
 export type SupervisorState = 'idle' | 'starting' | 'running' | 'backoff' | 'stopping' | 'stopped' | 'failed'
@@ -591,6 +646,31 @@ export interface SupervisorStatus {
  * the file is missing or holds no such record.
  */
 export declare function readSupervisorState(stateFile: string): SupervisorStateRecord | null
+
+/**
+ * Why the running processes that `record` (what `readSupervisorState(stateFile)`
+ * returned) names must not be stopped or signalled on its word, or null when
+ * they may be. Trusted: a record from a regular file (not a symbolic link)
+ * of this process's user that no one else may write — or, for root, another
+ * user's file whose running processes are all that user's. Never when it
+ * names pid 1 or this process. Throws the fs error when the file cannot be
+ * examined (`ENOENT`, ...), TypeError for bad arguments.
+ */
+export declare function distrustSupervisorState(stateFile: string, record: SupervisorStateRecord): string | null
+
+/**
+ * Kills a cgroup a supervisor recorded (a `SupervisorStateRecord`'s
+ * `child.cgroup`) whole, if it is still that cgroup (same id) and one
+ * procward made: `cgroup.kill`, then waits up to `killTimeoutMs` (default
+ * 2000) for it to empty, and removes it. Resolves true when it was killed;
+ * false when it is gone or not procward's (always false where there are no
+ * cgroups: every OS but Linux). Rejects with TypeError/RangeError for a
+ * value that cannot be a recorded cgroup.
+ */
+export declare function killRecordedCgroup(
+  cgroup: { path: string; id: number },
+  killTimeoutMs?: number,
+): Promise<boolean>
 
 export interface SupervisorStateRecord {
   version: 1
@@ -748,7 +828,11 @@ export declare class ProcessLock {
   [Symbol.asyncDispose](): Promise<void>
 }
 
-/** What `acquireLock` rejects with when another process holds the lock. */
+/**
+ * What `acquireLock` (and a Supervisor's `start()`, for its `stateFile`)
+ * rejects with when another process holds the lock. Tell it apart with
+ * `isLockedError(err)`.
+ */
 export interface LockedError extends Error {
   code: 'ELOCKED'
   path: string
@@ -756,6 +840,15 @@ export interface LockedError extends Error {
   holder: LockHolder | null
   holderRunning: boolean | null
 }
+
+/**
+ * True for the error `acquireLock` rejects with when the lock is held (a
+ * `LockedError`: `code: 'ELOCKED'`, `path`, `holder`, `holderRunning`), also
+ * when passed on by a Supervisor's `start()` or made by another copy of
+ * procward in this process. False for anything else, an error from another
+ * library with `code: 'ELOCKED'` included: procward's errors carry a brand.
+ */
+export declare function isLockedError(err: unknown): err is LockedError
 
 // In a declaration file, this makes only what is marked `export` public (the
 // helper types above stay private).

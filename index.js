@@ -41,3 +41,4 @@ exports.acquireLock = acquireLock
 exports.tryLock = tryLock
 exports.readLock = readLock
 exports.ProcessLock = ProcessLock
+exports.isLockedError = require('./lib/locked-error').isLockedError

@@ -22,4 +22,5 @@ export const acquireLock = procward.acquireLock
 export const tryLock = procward.tryLock
 export const readLock = procward.readLock
 export const ProcessLock = procward.ProcessLock
+export const isLockedError = procward.isLockedError
 export default procward

@@ -3,4 +3,12 @@ import procward = require('procward')
 
 const running: boolean = procward.isProcessRunning(process.pid)
 const info: procward.ProcessInfo | null = procward.getProcessInfo(process.pid)
-export = { running, info }
+function holderOf(err: unknown): procward.LockHolder | null | undefined {
+  return procward.isLockedError(err) ? err.holder : undefined
+}
+function onExit(sup: procward.Supervisor): void {
+  sup.on('exit', (e: procward.SupervisorExit) => void e.expected)
+  // @ts-expect-error no such event
+  sup.on('exitt', () => {})
+}
+export = { running, info, holderOf, onExit }

@@ -69,13 +69,32 @@ function unsupportedPlatform(key) {
   )
 }
 
-/** A binary is built for this platform, but its package is not installed. */
+/**
+ * A binary is built for this platform and this package lists its package
+ * among its optionalDependencies, but that package is not installed.
+ */
 function binaryNotFound(key, packageName) {
   return coded(
     `procward's native binary for ${key} is not installed: the package manager skipped the optional ` +
       `dependency ${packageName} (installed with --no-optional, or a lockfile made on another platform?). ` +
       `Reinstall, or add ${packageName} to your dependencies.`,
     'ERR_PROCWARD_BINARY_NOT_FOUND',
+    { platform: key, packageName },
+  )
+}
+
+/**
+ * This copy of procward lists no platform package for this platform: a
+ * checkout not built yet, or a package packed without its platform packages
+ * (`npm pack` of a checkout). No package manager can bring the binary.
+ */
+function binaryNotPackaged(key, packageName, version, localPath) {
+  return coded(
+    `procward ${version} has no native binary for ${key}: neither a local build (${localPath}) ` +
+      `nor ${packageName} in its optionalDependencies. This copy was packed without its platform packages, ` +
+      'or is a checkout not built yet. In a checkout, build it (`pnpm run build`); ' +
+      'otherwise install procward from the npm registry, whose package lists every platform package.',
+    'ERR_PROCWARD_BINARY_NOT_PACKAGED',
     { platform: key, packageName },
   )
 }
@@ -96,5 +115,6 @@ module.exports = {
   currentKey,
   unsupportedPlatform,
   binaryNotFound,
+  binaryNotPackaged,
   binaryVersionMismatch,
 }

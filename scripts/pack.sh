@@ -10,8 +10,12 @@
 # The package manager installs the one platform package whose os/cpu/libc
 # match; binding.js loads it. optionalDependencies are added here, not kept
 # in package.json: the lockfile cannot record packages that are not
-# published yet, so a frozen install of this repository would fail.
-# Publish the platform packages first, then the main one.
+# published yet, so a frozen install of this repository would fail. The
+# main package is packed from a staged copy of the files `npm pack` would
+# take, with them added: a plain `npm pack` of the checkout is refused
+# (scripts/pack-guard.cjs, the prepack script).
+# Publish the platform packages first, then the main one (`npm publish`
+# does both: see scripts/publish-check.sh).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 DEST="$(mkdir -p "${1:-$ROOT/dist}" && cd "${1:-$ROOT/dist}" && pwd)"
@@ -45,15 +49,21 @@ for key in "${KEYS[@]}"; do
   echo "pack: procward-$key-$VERSION.tgz"
 done
 
-pnpm pack --pack-destination "$WORK" >/dev/null
-mkdir "$WORK/main"
-tar xzf "$WORK/procward-$VERSION.tgz" -C "$WORK/main"
+# What `npm pack` would take from the checkout, staged with the prepack guard.
+mkdir -p "$WORK/main/scripts"
+npm pack --dry-run --json --ignore-scripts 2>/dev/null |
+  node -e 'for (const f of JSON.parse(require("fs").readFileSync(0, "utf8"))[0].files) console.log(f.path)' |
+  while IFS= read -r f; do
+    mkdir -p "$WORK/main/$(dirname "$f")"
+    cp "$f" "$WORK/main/$f"
+  done
+cp scripts/pack-guard.cjs "$WORK/main/scripts/"
 node -e '
   const fs = require("fs")
   const [file, version, ...keys] = process.argv.slice(1)
   const pkg = JSON.parse(fs.readFileSync(file, "utf8"))
   pkg.optionalDependencies = Object.fromEntries(keys.map((k) => [`procward-${k}`, version]))
   fs.writeFileSync(file, `${JSON.stringify(pkg, null, 2)}\n`)
-' "$WORK/main/package/package.json" "$VERSION" "${KEYS[@]}"
-tar czf "$DEST/procward-$VERSION.tgz" -C "$WORK/main" package
+' "$WORK/main/package.json" "$VERSION" "${KEYS[@]}"
+(cd "$WORK/main" && pnpm pack --pack-destination "$DEST" >/dev/null)
 echo "pack: procward-$VERSION.tgz (optionalDependencies: ${KEYS[*]})"

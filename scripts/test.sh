@@ -5,10 +5,11 @@
 # threads), the lock again with macOS's wait interrupt (SIGURG), the
 # supervisor and CLI again in session 0 (a pid namespace),
 # again under a newer Node (one binary, N-API is
-# ABI-stable), a smoke test under Bun, and the consumer check. procward/pg's
-# tests run in each vitest run against a throwaway PostgreSQL server started
-# here (scripts/pg-server.sh), or are skipped saying why (pnpm pack → install into a fresh
-# TypeScript project → vitest there). Ends with one line adding them up.
+# ABI-stable), a smoke test under Bun, the consumer check (pnpm pack → install into a fresh
+# TypeScript project → vitest there), and the publish check (npm publish to a
+# loopback registry → pnpm add procward → run). procward/pg's tests run in each
+# vitest run against a throwaway PostgreSQL server started here
+# (scripts/pg-server.sh), or are skipped saying why. Ends with one line adding them up.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/env.sh
@@ -107,5 +108,8 @@ fi
 
 step "consumer check (pnpm pack → fresh TypeScript project)"
 bash scripts/consumer-check.sh
+
+step "publish check (npm publish to a loopback registry → pnpm add procward → run)"
+bash scripts/publish-check.sh
 
 node scripts/summary.cjs "$REPORTS"

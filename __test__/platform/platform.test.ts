@@ -103,6 +103,36 @@ describe('platform keys', () => {
   })
 })
 
+const dirs: string[] = []
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true })
+})
+
+/** A fresh node_modules/ dir for installed copies of procward and its platform packages. */
+function nodeModules(): string {
+  const top = mkdtempSync(join(tmpdir(), 'procward-platform-'))
+  dirs.push(top)
+  return join(top, 'node_modules')
+}
+
+/**
+ * node_modules/procward as a package manager would lay it out from a
+ * tarball: the shipped JS and no binary, its package.json with or without
+ * the optionalDependencies on every platform package.
+ */
+function installedMain({ optionalDependencies }: { optionalDependencies: boolean }, top = nodeModules()): string {
+  const main = join(top, 'procward')
+  mkdirSync(main, { recursive: true })
+  for (const f of ['index.js', 'index.mjs', 'binding.js', 'lib'])
+    cpSync(join(ROOT, f), join(main, f), { recursive: true })
+  const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'))
+  if (optionalDependencies) {
+    manifest.optionalDependencies = Object.fromEntries(platform.SUPPORTED.map((k) => [`procward-${k}`, pkg.version]))
+  }
+  writeFileSync(join(main, 'package.json'), JSON.stringify(manifest))
+  return main
+}
+
 describe('loading on a platform without a binary', () => {
   const supportedList = platform.SUPPORTED.join(', ')
 
@@ -124,23 +154,53 @@ describe('loading on a platform without a binary', () => {
     })
   }
 
-  it('says which package is missing on a supported platform whose binary was not installed', async () => {
-    const darwin = await loadAs(fake('darwin', 'arm64'), 'esm')
+  it('says which package is missing on a supported platform whose optional dependency was skipped', async () => {
+    // Installed from the registry: the platform packages are listed, this one is not there.
+    const main = installedMain({ optionalDependencies: true })
+    const darwin = await loadAs(fake('darwin', 'arm64'), 'esm', main)
     expect(darwin).toMatchObject({
       code: 'ERR_PROCWARD_BINARY_NOT_FOUND',
       platform: 'darwin-arm64',
       packageName: 'procward-darwin-arm64',
     })
     expect(darwin.message).toContain('procward-darwin-arm64')
-    const windows = await loadAs(fake('win32', 'x64'), 'cjs')
+    expect(darwin.message).toContain('skipped the optional dependency')
+    const windows = await loadAs(fake('win32', 'x64'), 'cjs', main)
     expect(windows).toMatchObject({
       code: 'ERR_PROCWARD_BINARY_NOT_FOUND',
       platform: 'win32-x64',
       packageName: 'procward-win32-x64',
     })
     // musl told apart by ldd: this machine's glibc binary must not be taken.
-    const musl = await loadAs(fake('linux', 'x64', 'musl libc (x86_64)\n'))
+    const musl = await loadAs(fake('linux', 'x64', 'musl libc (x86_64)\n'), 'cjs', main)
     expect(musl).toMatchObject({ code: 'ERR_PROCWARD_BINARY_NOT_FOUND', platform: 'linux-x64-musl' })
+    expect((await loadAs({}, 'cjs', main)).code).toBe('ERR_PROCWARD_BINARY_NOT_FOUND')
+  })
+
+  it('tells a package packed without its platform packages from one whose package was skipped', async () => {
+    // `npm pack` of a checkout, guard bypassed: no binary, no optionalDependencies.
+    // The package manager is not to blame, and the message must not say so.
+    const main = installedMain({ optionalDependencies: false })
+    for (const [env, key] of [
+      [{}, 'linux-x64-gnu'],
+      [fake('darwin', 'arm64'), 'darwin-arm64'],
+    ] as const) {
+      for (const how of ['cjs', 'esm'] as const) {
+        const out = await loadAs(env, how, main)
+        expect(out).toMatchObject({
+          code: 'ERR_PROCWARD_BINARY_NOT_PACKAGED',
+          platform: key,
+          packageName: `procward-${key}`,
+        })
+        expect(out.message).toContain('packed without its platform packages')
+        expect(out.message).not.toContain('skipped')
+        expect(out.message).not.toContain('--no-optional')
+      }
+    }
+    // A checkout: the same, on a platform it has no build for.
+    const checkout = await loadAs(fake('darwin', 'arm64'), 'cjs')
+    expect(checkout.code).toBe('ERR_PROCWARD_BINARY_NOT_PACKAGED')
+    expect(checkout.message).toContain('pnpm run build')
   })
 
   it('loads the local build on this machine, with or without ldd', async () => {
@@ -153,21 +213,12 @@ describe('loading on a platform without a binary', () => {
 describe('loading from an installed platform package', () => {
   const key = 'linux-x64-gnu'
   const local = join(ROOT, `procward.${key}.node`)
-  const dirs: string[] = []
-  afterAll(() => {
-    for (const d of dirs) rmSync(d, { recursive: true, force: true })
-  })
 
   /** node_modules with procward (no binary of its own) and procward-<key> beside it. */
   function install(platformVersion: string): string {
-    const top = mkdtempSync(join(tmpdir(), 'procward-platform-'))
-    dirs.push(top)
-    const main = join(top, 'node_modules', 'procward')
-    mkdirSync(main, { recursive: true })
-    for (const f of ['package.json', 'index.js', 'index.mjs', 'binding.js', 'lib']) {
-      cpSync(join(ROOT, f), join(main, f), { recursive: true })
-    }
-    const sub = join(top, 'node_modules', `procward-${key}`)
+    const top = nodeModules()
+    const main = installedMain({ optionalDependencies: true }, top)
+    const sub = join(top, `procward-${key}`)
     mkdirSync(sub)
     const manifest = JSON.parse(readFileSync(join(ROOT, 'npm', key, 'package.json'), 'utf8'))
     writeFileSync(join(sub, 'package.json'), JSON.stringify({ ...manifest, version: platformVersion }))
@@ -183,5 +234,92 @@ describe('loading from an installed platform package', () => {
     const out = await loadAs({}, 'cjs', install('0.0.1-other'))
     expect(out.code).toBe('ERR_PROCWARD_BINARY_VERSION_MISMATCH')
     expect(out.message).toContain('0.0.1-other')
+  })
+})
+
+describe('packing', () => {
+  const npm = (args: string[], cwd: string) =>
+    promisify(execFile)('npm', args, { cwd, env: { ...process.env, npm_config_update_notifier: 'false' } }).then(
+      (r) => ({ ok: true, ...r }),
+      (e: { stdout: string; stderr: string }) => ({ ok: false, stdout: e.stdout, stderr: e.stderr }),
+    )
+
+  it('refuses `npm pack` of the checkout: it would make a package that cannot load anywhere', async () => {
+    const dest = mkdtempSync(join(tmpdir(), 'procward-pack-'))
+    dirs.push(dest)
+    const r = await npm(['pack', '--pack-destination', dest], ROOT)
+    expect(r.ok).toBe(false)
+    expect(r.stderr).toContain('refusing to pack procward@')
+    expect(r.stderr).toContain(`procward-linux-x64-gnu@${pkg.version}`)
+    expect(readdirSync(dest)).toEqual([])
+  })
+
+  it('packs once every platform package is an optional dependency of this version', async () => {
+    const stage = mkdtempSync(join(tmpdir(), 'procward-pack-'))
+    dirs.push(stage)
+    for (const f of ['index.js', 'index.mjs', 'index.d.ts', 'index.d.mts', 'binding.js', 'lib', 'bin', 'scripts']) {
+      cpSync(join(ROOT, f), join(stage, f), { recursive: true })
+    }
+    const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'))
+    const all = Object.fromEntries(platform.SUPPORTED.map((k) => [`procward-${k}`, pkg.version]))
+    // One missing, or one of another version: still refused.
+    for (const bad of [
+      { ...all, 'procward-win32-x64': undefined },
+      { ...all, 'procward-darwin-arm64': '0.0.1' },
+    ]) {
+      writeFileSync(join(stage, 'package.json'), JSON.stringify({ ...manifest, optionalDependencies: bad }))
+      const r = await npm(['pack', '--dry-run'], stage)
+      expect(r.ok).toBe(false)
+      expect(r.stderr).toContain('refusing to pack')
+    }
+    writeFileSync(join(stage, 'package.json'), JSON.stringify({ ...manifest, optionalDependencies: all }))
+    const r = await npm(['pack', '--json'], stage)
+    expect(r.ok).toBe(true)
+    const [packed] = JSON.parse(r.stdout) as { filename: string; files: { path: string }[] }[]
+    expect(existsSync(join(stage, packed?.filename ?? ''))).toBe(true)
+    expect(packed?.files.map((f) => f.path)).toContain('index.d.mts')
+    expect(packed?.files.filter((f) => f.path.endsWith('.node'))).toEqual([])
+  })
+
+  it('publishes nothing while a platform package is not ready (prepublishOnly)', async () => {
+    const stage = mkdtempSync(join(tmpdir(), 'procward-publish-'))
+    dirs.push(stage)
+    for (const f of ['package.json', 'lib', 'npm', 'scripts'])
+      cpSync(join(ROOT, f), join(stage, f), { recursive: true })
+    // One binary there, one of another version: both named, and nothing
+    // reaches a registry (none is configured: any publish would fail).
+    for (const key of platform.SUPPORTED) rmSync(join(stage, 'npm', key, `procward.${key}.node`), { force: true })
+    writeFileSync(join(stage, 'npm', 'linux-x64-gnu', 'procward.linux-x64-gnu.node'), 'x')
+    const winManifest = join(stage, 'npm', 'win32-x64', 'package.json')
+    writeFileSync(winManifest, JSON.stringify({ ...JSON.parse(readFileSync(winManifest, 'utf8')), version: '0.0.1' }))
+    const r = await promisify(execFile)(process.execPath, [join(stage, 'scripts', 'prepublish.cjs')], {
+      cwd: stage,
+      env: { ...process.env, npm_config_registry: 'http://127.0.0.1:9/' },
+    }).then(
+      () => ({ ok: true, stderr: '' }),
+      (e: { stderr: string }) => ({ ok: false, stderr: e.stderr }),
+    )
+    expect(r.ok).toBe(false)
+    expect(r.stderr).toContain('not publishing procward@')
+    for (const key of platform.SUPPORTED) {
+      if (key === 'linux-x64-gnu') expect(r.stderr).not.toContain(`procward.${key}.node is missing`)
+      else expect(r.stderr).toContain(`npm/${key}/procward.${key}.node is missing`)
+    }
+    expect(r.stderr).toContain('npm/win32-x64/package.json is version 0.0.1')
+    // package.json untouched: still refused by the pack guard.
+    expect(JSON.parse(readFileSync(join(stage, 'package.json'), 'utf8')).optionalDependencies).toBeUndefined()
+  })
+
+  it('names its repository, homepage, bugs and keywords, and types each entry point', () => {
+    const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'))
+    expect(manifest.repository).toEqual({ type: 'git', url: 'git+https://github.com/procward/procward.git' })
+    expect(manifest.homepage).toMatch(/^https:\/\/github\.com\/procward\/procward/)
+    expect(manifest.bugs.url).toBe('https://github.com/procward/procward/issues')
+    expect(manifest.keywords).toEqual(expect.arrayContaining(['process', 'supervisor', 'napi-rs']))
+    expect(manifest.exports['.']).toEqual({
+      import: { types: './index.d.mts', default: './index.mjs' },
+      require: { types: './index.d.ts', default: './index.js' },
+    })
+    expect(manifest.files).toEqual(expect.arrayContaining(['index.d.ts', 'index.d.mts']))
   })
 })

@@ -2,20 +2,13 @@
 // does): whether its record may be trusted, and ending the cgroup it
 // recorded. Real files, a real supervisor, real cgroups where there are any.
 import { chmodSync, symlinkSync, writeFileSync } from 'node:fs'
-import { createRequire } from 'node:module'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
+import * as procward from '../../index.js'
 import { cgroupSupport, readSupervisorState, Supervisor, type SupervisorStateRecord } from '../../index.js'
 import { aliveInProcTable, tempDirs, trackProcesses, waitFor } from '../helpers'
 
 trackProcesses()
-
-// Public exports not yet in index.d.ts: typed here.
-const require = createRequire(__filename)
-const procward = require('../../index.js') as {
-  distrustSupervisorState(stateFile: string, record: SupervisorStateRecord): string | null
-  killRecordedCgroup(cgroup: { path: string; id: number }, killTimeoutMs?: number): Promise<boolean>
-}
 
 const tempDir = tempDirs('procward-record-')
 const supervisors: Supervisor[] = []

@@ -8,6 +8,7 @@ import {
   readSupervisorState,
   type SupervisedProcess,
   Supervisor,
+  type SupervisorEvents,
   type SupervisorOptions,
   spawnSupervised,
 } from '../../index.js'
@@ -71,7 +72,7 @@ type Seen = { event: string; at: number; data: unknown }
 /** Records the lifecycle events of a supervisor, in order. */
 function record(sup: Supervisor): Seen[] {
   const seen: Seen[] = []
-  for (const event of ['spawn', 'ready', 'exit', 'restart', 'failed', 'stopped', 'takeover']) {
+  for (const event of ['spawn', 'ready', 'exit', 'restart', 'failed', 'stopped', 'takeover'] as const) {
     sup.on(event, (data: unknown) => seen.push({ event, at: performance.now(), data }))
   }
   return seen
@@ -79,7 +80,7 @@ function record(sup: Supervisor): Seen[] {
 
 const names = (seen: Seen[]) => seen.map((s) => s.event)
 
-function nextEvent(sup: Supervisor, event: string): Promise<unknown> {
+function nextEvent(sup: Supervisor, event: keyof SupervisorEvents): Promise<unknown> {
   return new Promise((resolve) => sup.once(event, resolve))
 }
 

@@ -217,7 +217,7 @@ describe('ready by port', () => {
         spawn: { stop: { graceMs: 100 } },
       })
       const events: string[] = []
-      for (const e of ['ready', 'failed']) s.on(e, () => events.push(e))
+      for (const e of ['ready', 'failed'] as const) s.on(e, () => events.push(e))
       await expect(s.start()).rejects.toMatchObject({ code: 'ERR_SUPERVISOR_FAILED' })
       expect(events).toEqual(['failed'])
       expect(s.status().lastExit?.signal).toBe('SIGTERM')

@@ -1,10 +1,16 @@
 // Type tests, checked by `tsc -p tsconfig.json` (with exactOptionalPropertyTypes),
 // never run: each line either compiles or carries @ts-expect-error, which
 // fails the check when the line it covers compiles after all.
+import { once } from 'node:events'
 import type { Readable, Writable } from 'node:stream'
 import {
+  acquireLock,
   type CgroupSupport,
   cgroupSupport,
+  type ExitInfo,
+  getProcessInfo,
+  isLockedError,
+  type LockHolder,
   type ResourceUsage,
   readSupervisorState,
   type SpawnedShape,
@@ -12,9 +18,14 @@ import {
   type StopOptions,
   type StopResult,
   SupervisedProcess,
+  type Supervisor,
+  type SupervisorEvents,
+  type SupervisorExit,
   type SupervisorStateRecord,
   spawnSupervised,
   stopSupervisedProcess,
+  type WaitForExitResult,
+  waitForExit,
 } from '../../index.js'
 
 /** True only when A and B are the same type. */
@@ -164,4 +175,74 @@ export function containment(): void {
   const rec: SupervisorStateRecord | null = readSupervisorState('/tmp/x.json')
   const cg = rec?.child?.cgroup
   if (cg) assertType<Equal<typeof cg, { path: string; id: number }>>()
+}
+
+export async function supervisorEventsAreTyped(sup: Supervisor): Promise<void> {
+  sup.on('exit', (info) => assertType<Equal<typeof info, SupervisorExit>>())
+  sup.on('ready', (child) => assertType<Equal<typeof child, SupervisedProcess>>())
+  sup.once('failed', (err) => assertType<Equal<typeof err, Error>>())
+  sup.off('stdout', (line) => assertType<Equal<typeof line, string>>())
+  sup.prependListener('stopped', (r) => assertType<Equal<typeof r, StopResult | null>>())
+  // @ts-expect-error no such event (a typo is not an event of its own)
+  sup.on('exitt', () => {})
+  // @ts-expect-error no such event
+  sup.once('readyy', () => {})
+  // @ts-expect-error 'exit' gives a SupervisorExit, not a number
+  sup.off('exit', (x: number) => {
+    void x
+  })
+  // @ts-expect-error 'exit' gives a SupervisorExit, not a number
+  sup.addListener('exit', (x: number) => {
+    void x
+  })
+  // @ts-expect-error 'ready' gives the child, not a string
+  sup.removeListener('ready', (s: string) => {
+    void s
+  })
+
+  // @ts-expect-error emit checks the arguments too
+  sup.emit('stopped', 'done')
+  // @ts-expect-error no such event
+  sup.listenerCount('exitt')
+
+  // events.once is `Promise<any[]>` in Node's own types (20 and later, for
+  // any emitter); the event map gives the type.
+  const [child] = (await once(sup, 'ready')) as SupervisorEvents['ready']
+  assertType<Equal<typeof child, SupervisedProcess>>()
+
+  const p = spawnSupervised('sleep', ['1'])
+  p.on('exit', (info) => assertType<Equal<typeof info, ExitInfo>>())
+  p.once('exit', (info) => assertType<Equal<typeof info, ExitInfo>>())
+  // @ts-expect-error 'exit' gives an ExitInfo
+  p.off('exit', (x: string) => {
+    void x
+  })
+  // @ts-expect-error a SupervisedProcess has no 'ready' event
+  p.on('ready', () => {})
+}
+
+export async function waitForExitUnderExactOptionals(): Promise<void> {
+  const info = getProcessInfo(1234)
+  // `identity` may be undefined (no such process): passed on as it is.
+  const r: WaitForExitResult = await waitForExit(1234, { identity: info?.identity, signal: undefined })
+  assertType<Equal<typeof r.exit, ExitInfo | null>>()
+  // @ts-expect-error identity is a string
+  void waitForExit(1234, { identity: 42 })
+  // @ts-expect-error no such option
+  void waitForExit(1234, { timeout: 5 })
+}
+
+export async function lockedErrorGuard(): Promise<void> {
+  try {
+    await acquireLock('/tmp/x.lock')
+  } catch (err) {
+    // @ts-expect-error unknown until narrowed
+    void err.holder
+    if (isLockedError(err)) {
+      assertType<Equal<typeof err.code, 'ELOCKED'>>()
+      assertType<Equal<typeof err.holder, LockHolder | null>>()
+      assertType<Equal<typeof err.path, string>>()
+    }
+  }
+  assertType<Equal<ReturnType<typeof isLockedError>, boolean>>()
 }
