@@ -12,7 +12,8 @@ const { spawnSupervised, stopSupervisedProcess } = require('../supervised')
 const attempt = require('./attempt')
 const { backoffDelay, crashWindow, nextAttempt } = require('./backoff')
 const { checkOptions, restartOptions, spawnOptions, stopOptions } = require('./options')
-const { splitLines, whenReady } = require('./readiness')
+const { relayOutput } = require('./output')
+const { whenReady } = require('./readiness')
 const signals = require('./signals')
 const { acquireRecordLock, ownIdentity, RecordWriter, removeStaleTemps } = require('./state-file')
 const { predecessor, stopPredecessor } = require('./takeover')
@@ -334,16 +335,20 @@ class Supervisor extends EventEmitter {
     if (this.#run === run && !run.ac.signal.aborted) this.#checkReady(run)
   }
 
-  /** A line ready check's stream: fed to the check, then on as line events (or to our own stream). */
+  /**
+   * A line ready check's stream: fed to the check, then on as line events,
+   * or copied byte for byte to our own stream when no one listens (see
+   * output.js).
+   */
   #pipeLines(run) {
     if (this.#o.ready?.kind !== 'line') return
     const kind = this.#o.ready.stream
     const stream = run.child[kind]
     if (stream === null) return
-    splitLines(stream, (line) => {
-      run.onLine?.(line)
-      if (this.listenerCount(kind) > 0) this.#emit(kind, line)
-      else (kind === 'stdout' ? process.stdout : process.stderr).write(`${line}\n`)
+    relayOutput(stream, kind === 'stdout' ? 1 : 2, {
+      check: () => run.onLine,
+      listening: () => this.listenerCount(kind) > 0,
+      line: (line) => this.#emit(kind, line),
     })
   }
 
