@@ -82,21 +82,37 @@ async function writeAtomic(file, text) {
   }
 }
 
-/** Temp files a writer that died mid-write left behind (we hold the lock now). */
+/** The name writeAtomic gives its temp files for `file`: .<name>.<pid>.<n>.tmp. */
+function tempPattern(file) {
+  const base = path.basename(file).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+  return new RegExp(`^\\.${base}\\.(\\d+)\\.\\d+\\.tmp$`)
+}
+
+/**
+ * Temp files a writer of `file` that died mid-write left behind: only names
+ * writeAtomic makes for this very file (not another stateFile's whose name
+ * begins the same, nor a user's), and only those whose writer is not
+ * running (a pid now reused keeps its file: harmless, and never ours to
+ * judge). We hold the lock now, so no live supervisor writes this file.
+ */
 async function removeStaleTemps(file) {
   const dir = path.dirname(file)
-  const prefix = `.${path.basename(file)}.`
+  const pattern = tempPattern(file)
   let names = []
   try {
     names = await fsp.readdir(dir)
   } catch {
     return
   }
-  await Promise.all(
-    names
-      .filter((n) => n.startsWith(prefix) && n.endsWith('.tmp'))
-      .map((n) => fsp.unlink(path.join(dir, n)).catch(noop)),
-  )
+  const stale = []
+  for (const name of names) {
+    const m = pattern.exec(name)
+    if (m === null) continue
+    const pid = Number(m[1])
+    if (pid === process.pid || !validPid(pid) || isRunning(pid)) continue
+    stale.push(fsp.unlink(path.join(dir, name)).catch(noop))
+  }
+  await Promise.all(stale)
 }
 
 /** Takes `<stateFile>.lock` (waiting for no one: ELOCKED names the holder). */
