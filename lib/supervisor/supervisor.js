@@ -24,6 +24,23 @@ const { abortError } = validate
 const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')
 const noop = () => {}
 
+/**
+ * Spawn errors no wait can heal: the program is missing (or a directory on
+ * its path is not one, or the path is too long or loops), may not be run
+ * (EACCES, EPERM: a setuid the supervisor may not do), is no program the
+ * kernel can run (ENOEXEC), or its arguments can never fit (E2BIG).
+ */
+const UNHEALING_SPAWN_ERRORS = new Set([
+  'ENOENT',
+  'ENOTDIR',
+  'ENAMETOOLONG',
+  'ELOOP',
+  'EACCES',
+  'EPERM',
+  'ENOEXEC',
+  'E2BIG',
+])
+
 function nowIso() {
   return new Date().toISOString()
 }
@@ -317,6 +334,25 @@ class Supervisor extends EventEmitter {
       if (err?.code === 'ERR_CGROUP_UNAVAILABLE') {
         setImmediate(() => {
           if (this.#run === run) this.#end('fail', err)?.()
+        })
+        return
+      }
+      // A program that is not there, may not be run, or is no program:
+      // waiting does not change that (a crash loop of restarts would only
+      // delay the answer). Failed at once, on the next turn (so that a
+      // start() caller has its listeners on).
+      if (UNHEALING_SPAWN_ERRORS.has(err?.code)) {
+        setImmediate(() => {
+          if (this.#run !== run) return
+          const failed = supervisorError(
+            'ERR_SUPERVISOR_FAILED',
+            `${this.#o.name} could not be started: ${err.message}`,
+            {
+              cause: err,
+              lastExit: null,
+            },
+          )
+          this.#end('fail', failed)?.()
         })
         return
       }
