@@ -161,8 +161,11 @@ class Supervisor extends EventEmitter {
         run.expected = true
         run.ac.abort()
       }
-      this.#settle(null, abortError())
-      this.#stopping = this.#stopFlow(opts)
+      // start()/restart() callers are answered once the stop is done: their
+      // promise settles only when nothing of this run is left.
+      const waiting = this.#waiters
+      this.#waiters = []
+      this.#stopping = this.#stopFlow(opts, waiting)
       // A takeover under way stops its orphan with the stop defaults; a stop
       // that asks for more (SIGKILL, a shorter grace) passes it on.
       if (this.#takingOver !== null) this.#escalate(opts)
@@ -546,7 +549,8 @@ class Supervisor extends EventEmitter {
     })
   }
 
-  async #stopFlow(opts) {
+  /** The stop; `waiting`: the start()/restart() callers it rejects with AbortError once done. */
+  async #stopFlow(opts, waiting) {
     // Nothing before this await: with no child and no boot to wait for, the
     // whole flow would otherwise run inside stop(), clear #stopping before
     // stop() set it, and leave every later stop() returning this one.
@@ -564,6 +568,7 @@ class Supervisor extends EventEmitter {
     this.#go('stopped')
     this.#stopping = null
     await this.#afterEnd()
+    for (const w of waiting) w.reject(abortError())
     this.#emit('stopped', result)
     if (error !== null) throw error
     return result
