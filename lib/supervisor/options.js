@@ -8,6 +8,7 @@ const { isMainThread } = require('node:worker_threads')
 const { rangeError, typeError } = require('../errors')
 const validate = require('../validate')
 const { checkSpawnOptions, nativeStopOptions, NOTIFY_FD, notifyFd, SPAWN_KEYS, STOP_KEYS } = require('../supervised')
+const { MARK_VAR } = require('./state-file')
 
 const DEFAULTS = Object.freeze({
   restart: 'always',
@@ -172,10 +173,14 @@ function checkOptions(options) {
   return opts
 }
 
-/** The spawnSupervised options of one attempt (forcing what a ready check needs). */
-function spawnOptions(opts, env) {
+/**
+ * The spawnSupervised options of one attempt (forcing what a ready check
+ * needs); with a `mark`, the child's environment carries it (see MARK_VAR).
+ */
+function spawnOptions(opts, env, mark = null) {
   const o = { ...opts.spawn }
   if (env !== undefined) o.env = env
+  if (mark !== null) o.env = { ...(o.env ?? process.env), [MARK_VAR]: mark }
   const ready = opts.ready
   if (ready?.kind === 'line') {
     let stdio = o.stdio ?? ['ignore', 'inherit', 'inherit']

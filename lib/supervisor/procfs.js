@@ -127,6 +127,86 @@ function ownSession() {
   }
 }
 
+/** `/proc/<pid>/stat`'s state, ppid, pgid and session, or null when gone. */
+async function statOf(pid) {
+  try {
+    const stat = await fsp.readFile(`/proc/${pid}/stat`, 'latin1')
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    return { state: f[0], ppid: Number(f[1]), pgid: Number(f[2]), session: Number(f[3]) }
+  } catch {
+    return null
+  }
+}
+
+/** Does the environment block `env` (NUL-separated) hold the entry `needle` ("NAME=value\0")? */
+function holdsEntry(env, needle) {
+  for (let at = env.indexOf(needle); at >= 0; at = env.indexOf(needle, at + 1)) {
+    if (at === 0 || env[at - 1] === 0) return true
+  }
+  return false
+}
+
+/**
+ * The running processes (not zombies) whose environment, as exec gave it,
+ * holds `entry` ("NAME=value"): [{ pid, ppid, pgid, session }]. A /proc scan
+ * (Linux; [] elsewhere); processes whose environment we may not read are
+ * not seen.
+ */
+async function markedProcesses(entry) {
+  if (!LINUX) return []
+  let names
+  try {
+    names = await fsp.readdir('/proc')
+  } catch {
+    return []
+  }
+  const needle = Buffer.from(`${entry}\0`)
+  const found = []
+  for (const name of names) {
+    if (!/^\d+$/.test(name) || Number(name) === process.pid) continue
+    let env
+    try {
+      env = await fsp.readFile(`/proc/${name}/environ`)
+    } catch {
+      continue
+    }
+    if (!holdsEntry(env, needle)) continue
+    const st = await statOf(name)
+    if (st === null || st.state === 'Z' || st.state === 'X') continue
+    found.push({ pid: Number(name), ppid: st.ppid, pgid: st.pgid, session: st.session })
+  }
+  return found
+}
+
+/** `pid`'s command line as argv, or null when gone. */
+async function argvOf(pid) {
+  try {
+    const raw = await fsp.readFile(`/proc/${pid}/cmdline`, 'utf8')
+    return raw.split('\0').slice(0, -1)
+  } catch {
+    return null
+  }
+}
+
+/**
+ * `pid`'s cgroup v2 as a record ({ path, id }: the directory under the
+ * cgroup2 mount and its inode, the cgroup id), or null where there is none
+ * to tell.
+ */
+async function cgroupOf(pid) {
+  if (!LINUX) return null
+  try {
+    const text = await fsp.readFile(`/proc/${pid}/cgroup`, 'latin1')
+    const line = text.split('\n').find((l) => l.startsWith('0::'))
+    if (line === undefined) return null
+    const dir = `/sys/fs/cgroup${line.slice(3)}`
+    const st = await fsp.stat(dir, { bigint: true })
+    return { path: dir, id: Number(st.ino) }
+  } catch {
+    return null
+  }
+}
+
 /** Can a dead predecessor's stray group members be found (a scan of /proc)? */
 const CAN_SWEEP = LINUX
 
@@ -183,6 +263,9 @@ module.exports = {
   ownSession,
   CAN_SWEEP,
   sweepStrays,
+  markedProcesses,
+  argvOf,
+  cgroupOf,
   signalIdentified,
   processOwner,
 }

@@ -15,6 +15,16 @@ const { STATES } = require('./transitions')
 
 const noop = () => {}
 
+/**
+ * The environment variable every child of a supervisor with a stateFile
+ * gets, its value the supervisor's mark (recorded as `supervisor.mark`
+ * before its first spawn): a successor finds by it a daemon the record
+ * does not name yet (the supervisor was killed between a spawn and the
+ * record's write).
+ */
+const MARK_VAR = 'PROCWARD_SUPERVISOR_MARK'
+const MARK_PATTERN = /^[0-9a-f]{32}$/
+
 /** Far above any record (args included); a larger file is not one. */
 const RECORD_MAX = 1 << 20
 
@@ -249,6 +259,9 @@ function parseRecord(text) {
   if (typeof r.name !== 'string' || !STATES.includes(r.state)) return null
   const s = r.supervisor
   if (s === null || typeof s !== 'object' || !validPid(s.pid) || typeof s.identity !== 'string') return null
+  // Read as found: a mark or session that cannot be one is left out.
+  if (s.mark !== undefined && (typeof s.mark !== 'string' || !MARK_PATTERN.test(s.mark))) delete s.mark
+  if (s.session !== undefined && s.session !== null && !validPid(s.session)) delete s.session
   const c = r.child
   if (c !== null) {
     if (typeof c !== 'object' || !validPid(c.pid) || typeof c.identity !== 'string') return null
@@ -298,7 +311,10 @@ function readSupervisorState(stateFile) {
   } catch {
     held = isRunning(r.supervisor.pid, r.supervisor.identity || undefined)
   }
-  r.supervisor = { pid: r.supervisor.pid, identity: r.supervisor.identity, running: held }
+  const { pid, identity, mark, session } = r.supervisor
+  r.supervisor = { pid, identity, running: held }
+  if (mark !== undefined) r.supervisor.mark = mark
+  if (session !== undefined) r.supervisor.session = session
   if (r.child !== null) r.child = { ...r.child, running: isRunning(r.child.pid, r.child.identity) }
   return r
 }
@@ -338,6 +354,7 @@ function distrustSupervisorState(stateFile, record) {
 }
 
 module.exports = {
+  MARK_VAR,
   isRunning,
   ownIdentity,
   removeStaleTemps,

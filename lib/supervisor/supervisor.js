@@ -6,6 +6,7 @@
 // ./transitions.js take. Its concepts live beside it: options, readiness,
 // the state file, takeover, process signals, backoff, and what /proc says.
 
+const { randomBytes } = require('node:crypto')
 const { EventEmitter } = require('node:events')
 const validate = require('../validate')
 const { spawnSupervised, stopSupervisedProcess } = require('../supervised')
@@ -14,9 +15,10 @@ const { backoffDelay, crashWindow, nextAttempt } = require('./backoff')
 const { checkOptions, restartOptions, spawnOptions, stopOptions } = require('./options')
 const { relayOutput } = require('./output')
 const { whenReady } = require('./readiness')
+const procfs = require('./procfs')
 const signals = require('./signals')
 const { acquireRecordLock, ownIdentity, RecordWriter, removeStaleTemps } = require('./state-file')
-const { predecessor, stopPredecessor } = require('./takeover')
+const { adoptionRecord, predecessor, stopPredecessor, stopUnrecorded, unrecordedDaemons } = require('./takeover')
 const transitions = require('./transitions')
 
 const { describeExit, supervisorError } = attempt
@@ -83,12 +85,22 @@ class Supervisor extends EventEmitter {
   /** The stateFile's writer, or null without a stateFile. */
   #records
   #identity = null
+  /**
+   * With a stateFile: the mark every child carries in its environment
+   * (MARK_VAR), recorded before the first spawn, by which a successor
+   * finds a child this supervisor spawned but did not live to record.
+   */
+  #mark = null
+  #session = undefined
 
   constructor(options) {
     super()
     this.#o = checkOptions(options)
     this.#args = this.#o.args
-    this.#records = this.#o.stateFile === null ? null : new RecordWriter(this.#o.stateFile, () => this.#record())
+    if (this.#o.stateFile !== null) {
+      this.#records = new RecordWriter(this.#o.stateFile, () => this.#record())
+      this.#mark = randomBytes(16).toString('hex')
+    } else this.#records = null
   }
 
   get name() {
@@ -279,7 +291,9 @@ class Supervisor extends EventEmitter {
       await this.#takeover(epoch)
       if (epoch !== this.#epoch) return
       this.#records.owned = true
-      this.#writeState()
+      // Our mark is on disk before any child carries it: a child we spawn
+      // and do not live to record is found by it.
+      await this.#writeState()
       if (epoch !== this.#epoch || this.#state !== 'starting' || this.#run !== null) return
       this.#spawn()
     } catch (err) {
@@ -301,14 +315,34 @@ class Supervisor extends EventEmitter {
       return
     }
     if (epoch !== this.#epoch) return // stopped before acting: the record stays for the next one
-    if (prev.alive && this.#o.takeover === 'adopt') {
-      this.#adopt(prev.child)
-      return
-    }
-    const event = await stopPredecessor(prev.child, prev.alive, this.#o.stopDefaults, (t) => {
+    const track = (t) => {
       this.#takingOver = t
-    })
-    if (event !== null) this.#emit('takeover', event)
+    }
+    const adopt = this.#o.takeover === 'adopt'
+    const c = prev.child
+    let keep = c !== null && prev.alive && adopt ? c : null
+    if (c !== null && keep === null) {
+      const event = await stopPredecessor(c, prev.alive, this.#o.stopDefaults, track)
+      if (event !== null) this.#emit('takeover', event)
+    }
+    // What the record does not name: a daemon spawned in the instant
+    // before the predecessor's death. Kept with 'adopt' when it is the
+    // one daemon (leading its group) and the record's child is gone;
+    // stopped otherwise: never a second daemon beside ours.
+    if (epoch !== this.#epoch) return
+    let found = await unrecordedDaemons(prev.supervisor, keep?.pid ?? null)
+    if (keep === null && adopt) {
+      const leaders = found.filter((d) => d.pgid === d.pid)
+      if (leaders.length === 1) {
+        keep = await adoptionRecord(leaders[0])
+        found = found.filter((d) => d !== leaders[0])
+      }
+    }
+    for (const d of found) {
+      if (epoch !== this.#epoch) return
+      this.#emit('takeover', await stopUnrecorded(d, this.#o.stopDefaults, track))
+    }
+    if (keep !== null && epoch === this.#epoch) this.#adopt(keep)
   }
 
   /** Keeps a dead predecessor's still-running child as ours (takeover 'adopt'). */
@@ -330,7 +364,7 @@ class Supervisor extends EventEmitter {
     this.#run = run
     let child
     try {
-      child = spawnSupervised(this.#o.command, this.#args, spawnOptions(this.#o, this.#env))
+      child = spawnSupervised(this.#o.command, this.#args, spawnOptions(this.#o, this.#env, this.#mark))
     } catch (err) {
       // Containment asked for where it cannot be had: no restart can
       // change that, and running uncontained is never a silent fallback.
@@ -604,7 +638,13 @@ class Supervisor extends EventEmitter {
     return {
       version: 1,
       name: this.#o.name,
-      supervisor: { pid: process.pid, identity: this.#ownIdentity(), running: true },
+      supervisor: {
+        pid: process.pid,
+        identity: this.#ownIdentity(),
+        running: true,
+        mark: this.#mark,
+        session: this.#ownSession(),
+      },
       child: live ? { ...run.record, aliveAt: nowIso(), running: true } : null,
       state: this.#state,
       restarts: this.#restarts,
@@ -616,6 +656,11 @@ class Supervisor extends EventEmitter {
   #ownIdentity() {
     this.#identity ??= ownIdentity()
     return this.#identity
+  }
+
+  #ownSession() {
+    if (this.#session === undefined) this.#session = procfs.ownSession()
+    return this.#session
   }
 
   /** Schedules a rewrite of the stateFile (see RecordWriter). */

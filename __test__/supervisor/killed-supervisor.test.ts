@@ -1,0 +1,86 @@
+// A supervisor SIGKILLed at any instant of a restart leaves at most one
+// daemon, and its successor finds it (recorded or not): it stops it
+// ('stop') or keeps it ('adopt'), and never runs a second one beside it.
+import { readdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import { Supervisor, type SupervisorOptions } from '../../index.js'
+import { aliveInProcTable, FIXTURES, procState, tempDirs, trackProcesses, waitFor } from '../helpers'
+
+const { others } = trackProcesses()
+const tempDir = tempDirs('procward-killed-')
+
+const PROCWARD = join(__dirname, '..', '..', 'index.js')
+const NODE = process.execPath
+const KILLED = join(FIXTURES, 'supervisor-killed.cjs')
+
+const supervisors: Supervisor[] = []
+afterEach(async () => {
+  for (const s of supervisors.splice(0)) await s.stop({ signal: 'SIGKILL' }).catch(() => {})
+})
+
+/** Running processes whose command line is exactly `argv`. */
+function running(argv: string[]): number[] {
+  const want = `${argv.join('\0')}\0`
+  const out: number[] = []
+  for (const ent of readdirSync('/proc')) {
+    if (!/^\d+$/.test(ent)) continue
+    try {
+      if (readFileSync(`/proc/${ent}/cmdline`, 'latin1') === want && aliveInProcTable(Number(ent)))
+        out.push(Number(ent))
+    } catch {
+      // gone
+    }
+  }
+  return out
+}
+
+let serial = 0
+
+/** A predecessor that dies at `instant` of a restart; its daemons' argv. */
+async function predecessorDiesAt(instant: string, options: object): Promise<void> {
+  const p = others.spawn(NODE, [KILLED, PROCWARD, JSON.stringify(options), instant])
+  let out = ''
+  p.stdout?.on('data', (d) => (out += d))
+  const exited = new Promise((r) => p.once('exit', r))
+  if (instant === 'first-spawn') return void (await exited)
+  await waitFor(() => out.includes('\n'), 10_000, 'the predecessor to start')
+  const first = Number(/^started (\d+)/.exec(out)?.[1])
+  expect(first).toBeGreaterThan(0)
+  process.kill(first, 'SIGKILL')
+  await exited
+}
+
+const INSTANTS = ['first-spawn', 'exit', 'restart', 'spawn', 'spawn+immediate', 'spawn+timeout']
+
+describe('a supervisor SIGKILLed during a restart', () => {
+  for (const takeover of ['stop', 'adopt'] as const) {
+    for (const instant of INSTANTS) {
+      it(`at '${instant}' (takeover '${takeover}'): the successor runs exactly one daemon`, async () => {
+        const argv = ['sleep', String(3000 + process.pid * 10 + ++serial)]
+        const options = {
+          command: argv[0],
+          args: argv.slice(1),
+          stateFile: join(tempDir(), 'state.json'),
+          takeover,
+          spawn: { parentDeathSignal: false },
+        }
+        await predecessorDiesAt(instant, options)
+        const left = running(argv)
+        for (const pid of left) others.track(pid)
+        // At most one daemon left by the dead supervisor.
+        expect(left.length).toBeLessThanOrEqual(1)
+
+        const sup = new Supervisor(options as SupervisorOptions)
+        supervisors.push(sup)
+        await sup.start()
+        const status = sup.status()
+        const seen = { running: running(argv), state: procState(status.pid as number) }
+        expect(seen).toEqual({ running: [status.pid], state: seen.state })
+        if (takeover === 'adopt' && left.length === 1) expect(status).toMatchObject({ pid: left[0], adopted: true })
+        await sup.stop()
+        expect(running(argv)).toEqual([])
+      })
+    }
+  }
+})
