@@ -73,11 +73,16 @@ describe('a supervisor SIGKILLed during a restart', () => {
 
         const sup = new Supervisor(options as SupervisorOptions)
         supervisors.push(sup)
+        const runningEvents: unknown[] = []
+        sup.on('running', (e) => runningEvents.push(e))
         await sup.start()
         const status = sup.status()
         const seen = { running: running(argv), state: procState(status.pid as number) }
         expect(seen).toEqual({ running: [status.pid], state: seen.state })
-        if (takeover === 'adopt' && left.length === 1) expect(status).toMatchObject({ pid: left[0], adopted: true })
+        const adopted = takeover === 'adopt' && left.length === 1
+        if (adopted) expect(status).toMatchObject({ pid: left[0], adopted: true })
+        // One 'running' for the daemon that runs: the adopted one, or our own.
+        expect(runningEvents).toEqual([{ pid: status.pid, identity: status.identity, adopted }])
         await sup.stop()
         expect(running(argv)).toEqual([])
       })

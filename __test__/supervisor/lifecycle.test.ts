@@ -93,3 +93,27 @@ describe('start() and a stop() in the spawn window', () => {
     })
   }
 })
+
+describe("'running'", () => {
+  it('once per child, after its ready check passed, with pid, identity and adopted false', async () => {
+    let pass: () => void = () => {}
+    // Passes for every child once opened.
+    const gate = new Promise<void>((r) => {
+      pass = r
+    })
+    const sup = supervisor({ command: 'sleep', args: ['100'], ready: () => gate })
+    const seen = record(sup)
+    const started = sup.start()
+    await new Promise((r) => setTimeout(r, 50))
+    expect(seen.map((s) => s.event)).toEqual(['spawn'])
+    pass()
+    await started
+    const child = sup.child as SupervisedProcess
+    expect(seen.map((s) => s.event)).toEqual(['spawn', 'ready', 'running'])
+    expect(seen[2]?.data).toEqual({ pid: child.pid, identity: child.identity, adopted: false })
+    const again = new Promise((r) => sup.once('running', r))
+    process.kill(child.pid, 'SIGKILL')
+    await again
+    expect(seen.filter((s) => s.event === 'running')).toHaveLength(2)
+  })
+})

@@ -9,10 +9,10 @@
 const { randomBytes } = require('node:crypto')
 const { EventEmitter } = require('node:events')
 const validate = require('../validate')
-const { spawnSupervised, stopSupervisedProcess } = require('../supervised')
+const { STOP_DEFAULTS, spawnSupervised, stopSupervisedProcess } = require('../supervised')
 const attempt = require('./attempt')
 const { backoffDelay, crashWindow, nextAttempt } = require('./backoff')
-const { checkOptions, restartOptions, spawnOptions, stopOptions } = require('./options')
+const { checkChildStatus, checkMeta, checkOptions, restartOptions, spawnOptions, stopOptions } = require('./options')
 const { relayOutput } = require('./output')
 const { whenReady } = require('./readiness')
 const procfs = require('./procfs')
@@ -80,6 +80,7 @@ class Supervisor extends EventEmitter {
   /** Monotonic times of the restarts in the crash window. */
   #window = []
   #lastExit = null
+  #lastExitAt = null
   #startedAt = null
   #readyAt = null
   /** The stateFile's writer, or null without a stateFile. */
@@ -230,6 +231,42 @@ class Supervisor extends EventEmitter {
     })
   }
 
+  /**
+   * Publishes `meta` (a JSON object; null clears) with the running daemon:
+   * the stateFile's `meta` holds it until the child exits, and not a moment
+   * longer (a daemon's port is never advertised after a crash). false when
+   * no child runs (nothing is set).
+   */
+  setMeta(meta) {
+    const value = checkMeta(meta)
+    const run = this.#liveRun()
+    if (run === null) return false
+    run.meta = value
+    this.#writeState()
+    return true
+  }
+
+  /**
+   * @internal The child's own status text (a notify `STATUS=` line; null
+   * clears), recorded as `child.status` until it exits. false when no
+   * child runs.
+   */
+  setChildStatus(text) {
+    const value = checkChildStatus(text)
+    const run = this.#liveRun()
+    if (run === null) return false
+    run.status = value
+    this.#writeState()
+    return true
+  }
+
+  /** The attempt whose child (or adopted orphan) runs now, or null. */
+  #liveRun() {
+    const run = this.#run
+    if (run === null || run.exited || (run.child === null && run.adopted === null)) return null
+    return run
+  }
+
   kill(signal) {
     const num = validate.signal(signal)
     const run = this.#run
@@ -351,11 +388,13 @@ class Supervisor extends EventEmitter {
     this.#run = run
     this.#records.owned = true
     this.#startedAt = c.startedAt ?? null
-    if (!this.#go('adopt')) return
     run.readyAt = performance.now()
     this.#readyAt = nowIso()
+    run.readyAtIso = this.#readyAt
+    if (!this.#go('adopt')) return
     this.#settleLater(run)
     this.#emit('takeover', { pid: c.pid, identity: c.identity, action: 'adopted', result: null, suspects: [] })
+    if (this.#run === run && !run.exited) this.#emit('running', { pid: c.pid, identity: c.identity, adopted: true })
     this.#settle(undefined, null)
   }
 
@@ -448,12 +487,18 @@ class Supervisor extends EventEmitter {
   }
 
   #becameReady(run) {
+    const at = nowIso()
+    run.readyAtIso = at
     if (!this.#go('ready')) return
     run.readyAt = performance.now()
-    this.#readyAt = nowIso()
+    this.#readyAt = at
     this.#settleLater(run)
     this.#settle(undefined, null)
     this.#emit('ready', run.child)
+    // Unless a 'ready' listener already stopped or restarted it.
+    if (this.#run === run && !run.exited && this.#state === 'running') {
+      this.#emit('running', { pid: run.child.pid, identity: run.child.identity, adopted: false })
+    }
   }
 
   /**
@@ -477,7 +522,15 @@ class Supervisor extends EventEmitter {
     if (run.exited) return
     run.exited = true
     run.ac.abort()
-    if (info !== null) this.#lastExit = info
+    if (info !== null) {
+      this.#lastExit = info
+      this.#lastExitAt = nowIso()
+    }
+    // Its meta and status go with it: a port is never advertised for a
+    // daemon that has exited (the record is rewritten now, whatever follows).
+    run.meta = null
+    run.status = null
+    this.#writeState()
     let then = null
     if (run === this.#run && !run.expected) {
       this.#run = null
@@ -645,10 +698,14 @@ class Supervisor extends EventEmitter {
         mark: this.#mark,
         session: this.#ownSession(),
       },
-      child: live ? { ...run.record, aliveAt: nowIso(), running: true } : null,
+      child: live
+        ? { ...run.record, aliveAt: nowIso(), readyAt: run.readyAtIso, status: run.status, running: true }
+        : null,
       state: this.#state,
       restarts: this.#restarts,
-      lastExit: this.#lastExit,
+      lastExit: this.#lastExit === null ? null : { ...this.#lastExit, at: this.#lastExitAt },
+      stop: this.#stopPolicy(),
+      meta: live ? run.meta : null,
       updatedAt: nowIso(),
     }
   }
@@ -656,6 +713,12 @@ class Supervisor extends EventEmitter {
   #ownIdentity() {
     this.#identity ??= ownIdentity()
     return this.#identity
+  }
+
+  /** What a stop of the child takes by default (for `procward stop`, which reads the record). */
+  #stopPolicy() {
+    const { graceMs, killTimeoutMs } = this.#o.stopDefaults
+    return { graceMs: graceMs ?? STOP_DEFAULTS.graceMs, killTimeoutMs: killTimeoutMs ?? STOP_DEFAULTS.killTimeoutMs }
   }
 
   #ownSession() {
