@@ -5,7 +5,7 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { Supervisor, type SupervisorOptions } from '../../index.js'
-import { aliveInProcTable, FIXTURES, procState, tempDirs, trackProcesses, waitFor } from '../helpers'
+import { aliveInProcTable, FIXTURES, tempDirs, trackProcesses, waitFor } from '../helpers'
 
 const { others } = trackProcesses()
 const tempDir = tempDirs('procward-killed-')
@@ -33,6 +33,33 @@ function running(argv: string[]): number[] {
     }
   }
   return out
+}
+
+/**
+ * Processes in the middle of an exec: for a moment after the spawn returns
+ * (the exec's close-on-exec pipe closes before the new program's argv is in
+ * place), /proc/<pid>/cmdline reads empty. (Kernel threads always do.)
+ */
+function midExec(): number[] {
+  const out: number[] = []
+  for (const ent of readdirSync('/proc')) {
+    if (!/^\d+$/.test(ent)) continue
+    try {
+      const stat = readFileSync(`/proc/${ent}/stat`, 'latin1')
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+      if (f[0] === 'Z' || f[1] === '2' || ent === '2') continue
+      if (readFileSync(`/proc/${ent}/cmdline`).length === 0) out.push(Number(ent))
+    } catch {
+      // gone
+    }
+  }
+  return out
+}
+
+/** running(argv), once no process is in the middle of an exec. */
+async function settledRunning(argv: string[]): Promise<number[]> {
+  await waitFor(() => midExec().length === 0, 2000, 'execs to complete').catch(() => {})
+  return running(argv)
 }
 
 let serial = 0
@@ -66,7 +93,7 @@ describe('a supervisor SIGKILLed during a restart', () => {
           spawn: { parentDeathSignal: false },
         }
         await predecessorDiesAt(instant, options)
-        const left = running(argv)
+        const left = await settledRunning(argv)
         for (const pid of left) others.track(pid)
         // At most one daemon left by the dead supervisor.
         expect(left.length).toBeLessThanOrEqual(1)
@@ -77,8 +104,7 @@ describe('a supervisor SIGKILLed during a restart', () => {
         sup.on('running', (e) => runningEvents.push(e))
         await sup.start()
         const status = sup.status()
-        const seen = { running: running(argv), state: procState(status.pid as number) }
-        expect(seen).toEqual({ running: [status.pid], state: seen.state })
+        expect(await settledRunning(argv)).toEqual([status.pid])
         const adopted = takeover === 'adopt' && left.length === 1
         if (adopted) expect(status).toMatchObject({ pid: left[0], adopted: true })
         // One 'running' for the daemon that runs: the adopted one, or our own.

@@ -146,11 +146,30 @@ function holdsEntry(env, needle) {
   return false
 }
 
+/** The entry for `pid` if its environment holds `needle`: null if not; undefined while it reads empty. */
+async function markedOne(pid, needle) {
+  let env
+  try {
+    env = await fsp.readFile(`/proc/${pid}/environ`)
+  } catch {
+    return null
+  }
+  const st = env.length === 0 || holdsEntry(env, needle) ? await statOf(pid) : null
+  if (st === null || st.state === 'Z' || st.state === 'X') return null
+  // Empty: a kernel thread, a program started with no environment, or one
+  // in the middle of its exec (the spawn returns when the close-on-exec
+  // pipe closes, a moment before the new program's environment is in
+  // place): looked at again.
+  if (env.length === 0) return pid === 2 || st.ppid === 2 ? null : undefined
+  return { pid, ppid: st.ppid, pgid: st.pgid, session: st.session }
+}
+
 /**
  * The running processes (not zombies) whose environment, as exec gave it,
  * holds `entry` ("NAME=value"): [{ pid, ppid, pgid, session }]. A /proc scan
  * (Linux; [] elsewhere); processes whose environment we may not read are
- * not seen.
+ * not seen. One whose environment reads empty is read again a few times,
+ * 20 ms apart, for a process still in its exec.
  */
 async function markedProcesses(entry) {
   if (!LINUX) return []
@@ -162,18 +181,22 @@ async function markedProcesses(entry) {
   }
   const needle = Buffer.from(`${entry}\0`)
   const found = []
+  let unsettled = []
   for (const name of names) {
     if (!/^\d+$/.test(name) || Number(name) === process.pid) continue
-    let env
-    try {
-      env = await fsp.readFile(`/proc/${name}/environ`)
-    } catch {
-      continue
+    const p = await markedOne(Number(name), needle)
+    if (p === undefined) unsettled.push(Number(name))
+    else if (p !== null) found.push(p)
+  }
+  for (let i = 0; i < 5 && unsettled.length > 0; i++) {
+    await new Promise((r) => setTimeout(r, 20))
+    const again = []
+    for (const pid of unsettled) {
+      const p = await markedOne(pid, needle)
+      if (p === undefined) again.push(pid)
+      else if (p !== null) found.push(p)
     }
-    if (!holdsEntry(env, needle)) continue
-    const st = await statOf(name)
-    if (st === null || st.state === 'Z' || st.state === 'X') continue
-    found.push({ pid: Number(name), ppid: st.ppid, pgid: st.pgid, session: st.session })
+    unsettled = again
   }
   return found
 }
