@@ -489,4 +489,5 @@ module.exports = {
   NOTIFY_FD,
   NOTIFY_STREAM,
   CGROUP_RECORD,
+  STOP_DEFAULTS,
 }

@@ -582,7 +582,7 @@ describe('stateFile', () => {
     process.kill(first.pid, 'SIGKILL')
     r = await recordWhen(stateFile, (r) => r.restarts === 1 && r.state === 'running', 'the record after a restart')
     expect(r.child?.pid).toBe(sup.child?.pid)
-    expect(r.lastExit).toEqual({ pid: first.pid, code: null, signal: 'SIGKILL' })
+    expect(r.lastExit).toEqual({ pid: first.pid, code: null, signal: 'SIGKILL', at: expect.any(String) })
 
     const second = sup.child?.pid
     await sup.stop()

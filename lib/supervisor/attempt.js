@@ -41,7 +41,12 @@ function newRun() {
     /** Signal names sent through kill(): an exit by one is not a failure. */
     sent: new Set(),
     readyFailure: null,
+    /** When it became ready: performance.now(), and as an ISO time for the record. */
     readyAt: null,
+    readyAtIso: null,
+    /** The application's fields (setMeta) and the child's status text, while it runs. */
+    meta: null,
+    status: null,
     /** What the stateFile says of it (without aliveAt), once it runs. */
     record: null,
     /** A line ready check's listener (see readiness). */

@@ -8,6 +8,7 @@ const { isMainThread } = require('node:worker_threads')
 const { rangeError, typeError } = require('../errors')
 const validate = require('../validate')
 const { checkSpawnOptions, nativeStopOptions, NOTIFY_FD, notifyFd, SPAWN_KEYS, STOP_KEYS } = require('../supervised')
+const { MARK_VAR } = require('./state-file')
 
 const DEFAULTS = Object.freeze({
   restart: 'always',
@@ -172,10 +173,14 @@ function checkOptions(options) {
   return opts
 }
 
-/** The spawnSupervised options of one attempt (forcing what a ready check needs). */
-function spawnOptions(opts, env) {
+/**
+ * The spawnSupervised options of one attempt (forcing what a ready check
+ * needs); with a `mark`, the child's environment carries it (see MARK_VAR).
+ */
+function spawnOptions(opts, env, mark = null) {
   const o = { ...opts.spawn }
   if (env !== undefined) o.env = env
+  if (mark !== null) o.env = { ...(o.env ?? process.env), [MARK_VAR]: mark }
   const ready = opts.ready
   if (ready?.kind === 'line') {
     let stdio = o.stdio ?? ['ignore', 'inherit', 'inherit']
@@ -207,4 +212,34 @@ function restartOptions(opts, options) {
   return o
 }
 
-module.exports = { checkOptions, spawnOptions, stopOptions, restartOptions }
+/** A record's `meta` is small: it is rewritten with every state change. */
+const META_MAX = 64 * 1024
+const STATUS_MAX = 4096
+
+/** setMeta()'s argument: a plain JSON object (copied, so later changes do not leak in), or null. */
+function checkMeta(value) {
+  if (value === null) return null
+  if (typeof value !== 'object' || Array.isArray(value)) {
+    throw typeError(`meta must be an object or null, got ${validate.describe(value)}`)
+  }
+  let text
+  try {
+    text = JSON.stringify(value)
+  } catch (err) {
+    throw typeError(`meta must be JSON: ${err.message}`, 'ERR_INVALID_ARG_VALUE')
+  }
+  if (typeof text !== 'string') throw typeError('meta must be JSON (its toJSON gave nothing)', 'ERR_INVALID_ARG_VALUE')
+  if (text.length > META_MAX) {
+    throw rangeError(`meta must be at most ${META_MAX} characters as JSON, got ${text.length}`)
+  }
+  return JSON.parse(text)
+}
+
+/** setChildStatus()'s argument: a string (cut at STATUS_MAX characters), or null. */
+function checkChildStatus(value) {
+  if (value === null) return null
+  if (typeof value !== 'string') throw typeError(`status must be a string or null, got ${validate.describe(value)}`)
+  return value.length > STATUS_MAX ? value.slice(0, STATUS_MAX) : value
+}
+
+module.exports = { checkOptions, spawnOptions, stopOptions, restartOptions, checkMeta, checkChildStatus }

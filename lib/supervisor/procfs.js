@@ -127,6 +127,109 @@ function ownSession() {
   }
 }
 
+/** `/proc/<pid>/stat`'s state, ppid, pgid and session, or null when gone. */
+async function statOf(pid) {
+  try {
+    const stat = await fsp.readFile(`/proc/${pid}/stat`, 'latin1')
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    return { state: f[0], ppid: Number(f[1]), pgid: Number(f[2]), session: Number(f[3]) }
+  } catch {
+    return null
+  }
+}
+
+/** Does the environment block `env` (NUL-separated) hold the entry `needle` ("NAME=value\0")? */
+function holdsEntry(env, needle) {
+  for (let at = env.indexOf(needle); at >= 0; at = env.indexOf(needle, at + 1)) {
+    if (at === 0 || env[at - 1] === 0) return true
+  }
+  return false
+}
+
+/** The entry for `pid` if its environment holds `needle`: null if not; undefined while it reads empty. */
+async function markedOne(pid, needle) {
+  let env
+  try {
+    env = await fsp.readFile(`/proc/${pid}/environ`)
+  } catch {
+    return null
+  }
+  const st = env.length === 0 || holdsEntry(env, needle) ? await statOf(pid) : null
+  if (st === null || st.state === 'Z' || st.state === 'X') return null
+  // Empty: a kernel thread, a program started with no environment, or one
+  // in the middle of its exec (the spawn returns when the close-on-exec
+  // pipe closes, a moment before the new program's environment is in
+  // place): looked at again.
+  if (env.length === 0) return pid === 2 || st.ppid === 2 ? null : undefined
+  return { pid, ppid: st.ppid, pgid: st.pgid, session: st.session }
+}
+
+/**
+ * The running processes (not zombies) whose environment, as exec gave it,
+ * holds `entry` ("NAME=value"): [{ pid, ppid, pgid, session }]. A /proc scan
+ * (Linux; [] elsewhere); processes whose environment we may not read are
+ * not seen. One whose environment reads empty is read again a few times,
+ * 20 ms apart, for a process still in its exec.
+ */
+async function markedProcesses(entry) {
+  if (!LINUX) return []
+  let names
+  try {
+    names = await fsp.readdir('/proc')
+  } catch {
+    return []
+  }
+  const needle = Buffer.from(`${entry}\0`)
+  const found = []
+  let unsettled = []
+  for (const name of names) {
+    if (!/^\d+$/.test(name) || Number(name) === process.pid) continue
+    const p = await markedOne(Number(name), needle)
+    if (p === undefined) unsettled.push(Number(name))
+    else if (p !== null) found.push(p)
+  }
+  for (let i = 0; i < 5 && unsettled.length > 0; i++) {
+    await new Promise((r) => setTimeout(r, 20))
+    const again = []
+    for (const pid of unsettled) {
+      const p = await markedOne(pid, needle)
+      if (p === undefined) again.push(pid)
+      else if (p !== null) found.push(p)
+    }
+    unsettled = again
+  }
+  return found
+}
+
+/** `pid`'s command line as argv, or null when gone. */
+async function argvOf(pid) {
+  try {
+    const raw = await fsp.readFile(`/proc/${pid}/cmdline`, 'utf8')
+    return raw.split('\0').slice(0, -1)
+  } catch {
+    return null
+  }
+}
+
+/**
+ * `pid`'s cgroup v2 as a record ({ path, id }: the directory under the
+ * cgroup2 mount and its inode, the cgroup id), or null where there is none
+ * to tell.
+ */
+async function cgroupOf(pid) {
+  if (!LINUX) return null
+  try {
+    const text = await fsp.readFile(`/proc/${pid}/cgroup`, 'latin1')
+    const line = text.split('\n').find((l) => l.startsWith('0::'))
+    if (line === undefined) return null
+    const dir = `/sys/fs/cgroup${line.slice(3)}`
+    const st = await fsp.stat(dir, { bigint: true })
+    return { path: dir, id: Number(st.ino) }
+  } catch {
+    return null
+  }
+}
+
 /** Can a dead predecessor's stray group members be found (a scan of /proc)? */
 const CAN_SWEEP = LINUX
 
@@ -183,6 +286,9 @@ module.exports = {
   ownSession,
   CAN_SWEEP,
   sweepStrays,
+  markedProcesses,
+  argvOf,
+  cgroupOf,
   signalIdentified,
   processOwner,
 }

@@ -11,9 +11,6 @@ const procfs = require('./procfs')
 
 const noop = () => {}
 
-/** A line longer than this is handed on in pieces (a pipe never stalls). */
-const MAX_LINE = 64 * 1024
-
 function sleepFor(delayMs, signal) {
   return new Promise((resolve, reject) => {
     if (signal.aborted) return reject(abortError(signal))
@@ -105,7 +102,8 @@ function lineReady(lines, match, signal) {
 
 /**
  * The check `ready` (options.ready, normalised) of `run`'s child, until
- * `signal` aborts. A line check reads what splitLines feeds `run.onLine`.
+ * `signal` aborts. A line check reads what the output relay (output.js)
+ * feeds `run.onLine`.
  */
 function readyCheck(ready, run, signal) {
   switch (ready.kind) {
@@ -145,33 +143,4 @@ function whenReady(ready, run, timeoutMs, name) {
   )
 }
 
-/**
- * Hands `onLine` every line of `stream` as it comes, without its "\n" (nor
- * the "\r" of a "\r\n", as readline reads it); a line longer than MAX_LINE
- * in pieces, and what is left at the end as a last line.
- */
-function splitLines(stream, onLine) {
-  const emit = (line) => onLine(line.endsWith('\r') ? line.slice(0, -1) : line)
-  stream.setEncoding('utf8')
-  let buf = ''
-  stream.on('data', (chunk) => {
-    buf += chunk
-    let nl = buf.indexOf('\n')
-    while (nl >= 0) {
-      emit(buf.slice(0, nl))
-      buf = buf.slice(nl + 1)
-      nl = buf.indexOf('\n')
-    }
-    if (buf.length > MAX_LINE) {
-      emit(buf)
-      buf = ''
-    }
-  })
-  stream.on('end', () => {
-    if (buf.length > 0) emit(buf)
-    buf = ''
-  })
-  stream.on('error', noop)
-}
-
-module.exports = { whenReady, splitLines }
+module.exports = { whenReady }

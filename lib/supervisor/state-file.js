@@ -15,6 +15,16 @@ const { STATES } = require('./transitions')
 
 const noop = () => {}
 
+/**
+ * The environment variable every child of a supervisor with a stateFile
+ * gets, its value the supervisor's mark (recorded as `supervisor.mark`
+ * before its first spawn): a successor finds by it a daemon the record
+ * does not name yet (the supervisor was killed between a spawn and the
+ * record's write).
+ */
+const MARK_VAR = 'PROCWARD_SUPERVISOR_MARK'
+const MARK_PATTERN = /^[0-9a-f]{32}$/
+
 /** Far above any record (args included); a larger file is not one. */
 const RECORD_MAX = 1 << 20
 
@@ -82,21 +92,37 @@ async function writeAtomic(file, text) {
   }
 }
 
-/** Temp files a writer that died mid-write left behind (we hold the lock now). */
+/** The name writeAtomic gives its temp files for `file`: .<name>.<pid>.<n>.tmp. */
+function tempPattern(file) {
+  const base = path.basename(file).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+  return new RegExp(`^\\.${base}\\.(\\d+)\\.\\d+\\.tmp$`)
+}
+
+/**
+ * Temp files a writer of `file` that died mid-write left behind: only names
+ * writeAtomic makes for this very file (not another stateFile's whose name
+ * begins the same, nor a user's), and only those whose writer is not
+ * running (a pid now reused keeps its file: harmless, and never ours to
+ * judge). We hold the lock now, so no live supervisor writes this file.
+ */
 async function removeStaleTemps(file) {
   const dir = path.dirname(file)
-  const prefix = `.${path.basename(file)}.`
+  const pattern = tempPattern(file)
   let names = []
   try {
     names = await fsp.readdir(dir)
   } catch {
     return
   }
-  await Promise.all(
-    names
-      .filter((n) => n.startsWith(prefix) && n.endsWith('.tmp'))
-      .map((n) => fsp.unlink(path.join(dir, n)).catch(noop)),
-  )
+  const stale = []
+  for (const name of names) {
+    const m = pattern.exec(name)
+    if (m === null) continue
+    const pid = Number(m[1])
+    if (pid === process.pid || !validPid(pid) || isRunning(pid)) continue
+    stale.push(fsp.unlink(path.join(dir, name)).catch(noop))
+  }
+  await Promise.all(stale)
 }
 
 /** Takes `<stateFile>.lock` (waiting for no one: ELOCKED names the holder). */
@@ -233,6 +259,9 @@ function parseRecord(text) {
   if (typeof r.name !== 'string' || !STATES.includes(r.state)) return null
   const s = r.supervisor
   if (s === null || typeof s !== 'object' || !validPid(s.pid) || typeof s.identity !== 'string') return null
+  // Read as found: a mark or session that cannot be one is left out.
+  if (s.mark !== undefined && (typeof s.mark !== 'string' || !MARK_PATTERN.test(s.mark))) delete s.mark
+  if (s.session !== undefined && s.session !== null && !validPid(s.session)) delete s.session
   const c = r.child
   if (c !== null) {
     if (typeof c !== 'object' || !validPid(c.pid) || typeof c.identity !== 'string') return null
@@ -282,7 +311,10 @@ function readSupervisorState(stateFile) {
   } catch {
     held = isRunning(r.supervisor.pid, r.supervisor.identity || undefined)
   }
-  r.supervisor = { pid: r.supervisor.pid, identity: r.supervisor.identity, running: held }
+  const { pid, identity, mark, session } = r.supervisor
+  r.supervisor = { pid, identity, running: held }
+  if (mark !== undefined) r.supervisor.mark = mark
+  if (session !== undefined) r.supervisor.session = session
   if (r.child !== null) r.child = { ...r.child, running: isRunning(r.child.pid, r.child.identity) }
   return r
 }
@@ -322,6 +354,7 @@ function distrustSupervisorState(stateFile, record) {
 }
 
 module.exports = {
+  MARK_VAR,
   isRunning,
   ownIdentity,
   removeStaleTemps,

@@ -6,22 +6,42 @@
 // ./transitions.js take. Its concepts live beside it: options, readiness,
 // the state file, takeover, process signals, backoff, and what /proc says.
 
+const { randomBytes } = require('node:crypto')
 const { EventEmitter } = require('node:events')
 const validate = require('../validate')
-const { spawnSupervised, stopSupervisedProcess } = require('../supervised')
+const { STOP_DEFAULTS, spawnSupervised, stopSupervisedProcess } = require('../supervised')
 const attempt = require('./attempt')
 const { backoffDelay, crashWindow, nextAttempt } = require('./backoff')
-const { checkOptions, restartOptions, spawnOptions, stopOptions } = require('./options')
-const { splitLines, whenReady } = require('./readiness')
+const { checkChildStatus, checkMeta, checkOptions, restartOptions, spawnOptions, stopOptions } = require('./options')
+const { relayOutput } = require('./output')
+const { whenReady } = require('./readiness')
+const procfs = require('./procfs')
 const signals = require('./signals')
 const { acquireRecordLock, ownIdentity, RecordWriter, removeStaleTemps } = require('./state-file')
-const { predecessor, stopPredecessor } = require('./takeover')
+const { adoptionRecord, predecessor, stopPredecessor, stopUnrecorded, unrecordedDaemons } = require('./takeover')
 const transitions = require('./transitions')
 
 const { describeExit, supervisorError } = attempt
 const { abortError } = validate
 const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')
 const noop = () => {}
+
+/**
+ * Spawn errors no wait can heal: the program is missing (or a directory on
+ * its path is not one, or the path is too long or loops), may not be run
+ * (EACCES, EPERM: a setuid the supervisor may not do), is no program the
+ * kernel can run (ENOEXEC), or its arguments can never fit (E2BIG).
+ */
+const UNHEALING_SPAWN_ERRORS = new Set([
+  'ENOENT',
+  'ENOTDIR',
+  'ENAMETOOLONG',
+  'ELOOP',
+  'EACCES',
+  'EPERM',
+  'ENOEXEC',
+  'E2BIG',
+])
 
 function nowIso() {
   return new Date().toISOString()
@@ -60,17 +80,28 @@ class Supervisor extends EventEmitter {
   /** Monotonic times of the restarts in the crash window. */
   #window = []
   #lastExit = null
+  #lastExitAt = null
   #startedAt = null
   #readyAt = null
   /** The stateFile's writer, or null without a stateFile. */
   #records
   #identity = null
+  /**
+   * With a stateFile: the mark every child carries in its environment
+   * (MARK_VAR), recorded before the first spawn, by which a successor
+   * finds a child this supervisor spawned but did not live to record.
+   */
+  #mark = null
+  #session = undefined
 
   constructor(options) {
     super()
     this.#o = checkOptions(options)
     this.#args = this.#o.args
-    this.#records = this.#o.stateFile === null ? null : new RecordWriter(this.#o.stateFile, () => this.#record())
+    if (this.#o.stateFile !== null) {
+      this.#records = new RecordWriter(this.#o.stateFile, () => this.#record())
+      this.#mark = randomBytes(16).toString('hex')
+    } else this.#records = null
   }
 
   get name() {
@@ -143,8 +174,11 @@ class Supervisor extends EventEmitter {
         run.expected = true
         run.ac.abort()
       }
-      this.#settle(null, abortError())
-      this.#stopping = this.#stopFlow(opts)
+      // start()/restart() callers are answered once the stop is done: their
+      // promise settles only when nothing of this run is left.
+      const waiting = this.#waiters
+      this.#waiters = []
+      this.#stopping = this.#stopFlow(opts, waiting)
       // A takeover under way stops its orphan with the stop defaults; a stop
       // that asks for more (SIGKILL, a shorter grace) passes it on.
       if (this.#takingOver !== null) this.#escalate(opts)
@@ -195,6 +229,42 @@ class Supervisor extends EventEmitter {
         })
       return ready
     })
+  }
+
+  /**
+   * Publishes `meta` (a JSON object; null clears) with the running daemon:
+   * the stateFile's `meta` holds it until the child exits, and not a moment
+   * longer (a daemon's port is never advertised after a crash). false when
+   * no child runs (nothing is set).
+   */
+  setMeta(meta) {
+    const value = checkMeta(meta)
+    const run = this.#liveRun()
+    if (run === null) return false
+    run.meta = value
+    this.#writeState()
+    return true
+  }
+
+  /**
+   * @internal The child's own status text (a notify `STATUS=` line; null
+   * clears), recorded as `child.status` until it exits. false when no
+   * child runs.
+   */
+  setChildStatus(text) {
+    const value = checkChildStatus(text)
+    const run = this.#liveRun()
+    if (run === null) return false
+    run.status = value
+    this.#writeState()
+    return true
+  }
+
+  /** The attempt whose child (or adopted orphan) runs now, or null. */
+  #liveRun() {
+    const run = this.#run
+    if (run === null || run.exited || (run.child === null && run.adopted === null)) return null
+    return run
   }
 
   kill(signal) {
@@ -258,7 +328,9 @@ class Supervisor extends EventEmitter {
       await this.#takeover(epoch)
       if (epoch !== this.#epoch) return
       this.#records.owned = true
-      this.#writeState()
+      // Our mark is on disk before any child carries it: a child we spawn
+      // and do not live to record is found by it.
+      await this.#writeState()
       if (epoch !== this.#epoch || this.#state !== 'starting' || this.#run !== null) return
       this.#spawn()
     } catch (err) {
@@ -280,14 +352,34 @@ class Supervisor extends EventEmitter {
       return
     }
     if (epoch !== this.#epoch) return // stopped before acting: the record stays for the next one
-    if (prev.alive && this.#o.takeover === 'adopt') {
-      this.#adopt(prev.child)
-      return
-    }
-    const event = await stopPredecessor(prev.child, prev.alive, this.#o.stopDefaults, (t) => {
+    const track = (t) => {
       this.#takingOver = t
-    })
-    if (event !== null) this.#emit('takeover', event)
+    }
+    const adopt = this.#o.takeover === 'adopt'
+    const c = prev.child
+    let keep = c !== null && prev.alive && adopt ? c : null
+    if (c !== null && keep === null) {
+      const event = await stopPredecessor(c, prev.alive, this.#o.stopDefaults, track)
+      if (event !== null) this.#emit('takeover', event)
+    }
+    // What the record does not name: a daemon spawned in the instant
+    // before the predecessor's death. Kept with 'adopt' when it is the
+    // one daemon (leading its group) and the record's child is gone;
+    // stopped otherwise: never a second daemon beside ours.
+    if (epoch !== this.#epoch) return
+    let found = await unrecordedDaemons(prev.supervisor, keep?.pid ?? null)
+    if (keep === null && adopt) {
+      const leaders = found.filter((d) => d.pgid === d.pid)
+      if (leaders.length === 1) {
+        keep = await adoptionRecord(leaders[0])
+        found = found.filter((d) => d !== leaders[0])
+      }
+    }
+    for (const d of found) {
+      if (epoch !== this.#epoch) return
+      this.#emit('takeover', await stopUnrecorded(d, this.#o.stopDefaults, track))
+    }
+    if (keep !== null && epoch === this.#epoch) this.#adopt(keep)
   }
 
   /** Keeps a dead predecessor's still-running child as ours (takeover 'adopt'). */
@@ -296,11 +388,13 @@ class Supervisor extends EventEmitter {
     this.#run = run
     this.#records.owned = true
     this.#startedAt = c.startedAt ?? null
-    if (!this.#go('adopt')) return
     run.readyAt = performance.now()
     this.#readyAt = nowIso()
+    run.readyAtIso = this.#readyAt
+    if (!this.#go('adopt')) return
     this.#settleLater(run)
     this.#emit('takeover', { pid: c.pid, identity: c.identity, action: 'adopted', result: null, suspects: [] })
+    if (this.#run === run && !run.exited) this.#emit('running', { pid: c.pid, identity: c.identity, adopted: true })
     this.#settle(undefined, null)
   }
 
@@ -309,13 +403,32 @@ class Supervisor extends EventEmitter {
     this.#run = run
     let child
     try {
-      child = spawnSupervised(this.#o.command, this.#args, spawnOptions(this.#o, this.#env))
+      child = spawnSupervised(this.#o.command, this.#args, spawnOptions(this.#o, this.#env, this.#mark))
     } catch (err) {
       // Containment asked for where it cannot be had: no restart can
       // change that, and running uncontained is never a silent fallback.
       if (err?.code === 'ERR_CGROUP_UNAVAILABLE') {
         setImmediate(() => {
           if (this.#run === run) this.#end('fail', err)?.()
+        })
+        return
+      }
+      // A program that is not there, may not be run, or is no program:
+      // waiting does not change that (a crash loop of restarts would only
+      // delay the answer). Failed at once, on the next turn (so that a
+      // start() caller has its listeners on).
+      if (UNHEALING_SPAWN_ERRORS.has(err?.code)) {
+        setImmediate(() => {
+          if (this.#run !== run) return
+          const failed = supervisorError(
+            'ERR_SUPERVISOR_FAILED',
+            `${this.#o.name} could not be started: ${err.message}`,
+            {
+              cause: err,
+              lastExit: null,
+            },
+          )
+          this.#end('fail', failed)?.()
         })
         return
       }
@@ -334,16 +447,20 @@ class Supervisor extends EventEmitter {
     if (this.#run === run && !run.ac.signal.aborted) this.#checkReady(run)
   }
 
-  /** A line ready check's stream: fed to the check, then on as line events (or to our own stream). */
+  /**
+   * A line ready check's stream: fed to the check, then on as line events,
+   * or copied byte for byte to our own stream when no one listens (see
+   * output.js).
+   */
   #pipeLines(run) {
     if (this.#o.ready?.kind !== 'line') return
     const kind = this.#o.ready.stream
     const stream = run.child[kind]
     if (stream === null) return
-    splitLines(stream, (line) => {
-      run.onLine?.(line)
-      if (this.listenerCount(kind) > 0) this.#emit(kind, line)
-      else (kind === 'stdout' ? process.stdout : process.stderr).write(`${line}\n`)
+    relayOutput(stream, kind === 'stdout' ? 1 : 2, {
+      check: () => run.onLine,
+      listening: () => this.listenerCount(kind) > 0,
+      line: (line) => this.#emit(kind, line),
     })
   }
 
@@ -370,12 +487,18 @@ class Supervisor extends EventEmitter {
   }
 
   #becameReady(run) {
+    const at = nowIso()
+    run.readyAtIso = at
     if (!this.#go('ready')) return
     run.readyAt = performance.now()
-    this.#readyAt = nowIso()
+    this.#readyAt = at
     this.#settleLater(run)
     this.#settle(undefined, null)
     this.#emit('ready', run.child)
+    // Unless a 'ready' listener already stopped or restarted it.
+    if (this.#run === run && !run.exited && this.#state === 'running') {
+      this.#emit('running', { pid: run.child.pid, identity: run.child.identity, adopted: false })
+    }
   }
 
   /**
@@ -399,7 +522,15 @@ class Supervisor extends EventEmitter {
     if (run.exited) return
     run.exited = true
     run.ac.abort()
-    if (info !== null) this.#lastExit = info
+    if (info !== null) {
+      this.#lastExit = info
+      this.#lastExitAt = nowIso()
+    }
+    // Its meta and status go with it: a port is never advertised for a
+    // daemon that has exited (the record is rewritten now, whatever follows).
+    run.meta = null
+    run.status = null
+    this.#writeState()
     let then = null
     if (run === this.#run && !run.expected) {
       this.#run = null
@@ -505,7 +636,8 @@ class Supervisor extends EventEmitter {
     })
   }
 
-  async #stopFlow(opts) {
+  /** The stop; `waiting`: the start()/restart() callers it rejects with AbortError once done. */
+  async #stopFlow(opts, waiting) {
     // Nothing before this await: with no child and no boot to wait for, the
     // whole flow would otherwise run inside stop(), clear #stopping before
     // stop() set it, and leave every later stop() returning this one.
@@ -523,6 +655,7 @@ class Supervisor extends EventEmitter {
     this.#go('stopped')
     this.#stopping = null
     await this.#afterEnd()
+    for (const w of waiting) w.reject(abortError())
     this.#emit('stopped', result)
     if (error !== null) throw error
     return result
@@ -558,11 +691,21 @@ class Supervisor extends EventEmitter {
     return {
       version: 1,
       name: this.#o.name,
-      supervisor: { pid: process.pid, identity: this.#ownIdentity(), running: true },
-      child: live ? { ...run.record, aliveAt: nowIso(), running: true } : null,
+      supervisor: {
+        pid: process.pid,
+        identity: this.#ownIdentity(),
+        running: true,
+        mark: this.#mark,
+        session: this.#ownSession(),
+      },
+      child: live
+        ? { ...run.record, aliveAt: nowIso(), readyAt: run.readyAtIso, status: run.status, running: true }
+        : null,
       state: this.#state,
       restarts: this.#restarts,
-      lastExit: this.#lastExit,
+      lastExit: this.#lastExit === null ? null : { ...this.#lastExit, at: this.#lastExitAt },
+      stop: this.#stopPolicy(),
+      meta: live ? run.meta : null,
       updatedAt: nowIso(),
     }
   }
@@ -570,6 +713,17 @@ class Supervisor extends EventEmitter {
   #ownIdentity() {
     this.#identity ??= ownIdentity()
     return this.#identity
+  }
+
+  /** What a stop of the child takes by default (for `procward stop`, which reads the record). */
+  #stopPolicy() {
+    const { graceMs, killTimeoutMs } = this.#o.stopDefaults
+    return { graceMs: graceMs ?? STOP_DEFAULTS.graceMs, killTimeoutMs: killTimeoutMs ?? STOP_DEFAULTS.killTimeoutMs }
+  }
+
+  #ownSession() {
+    if (this.#session === undefined) this.#session = procfs.ownSession()
+    return this.#session
   }
 
   /** Schedules a rewrite of the stateFile (see RecordWriter). */

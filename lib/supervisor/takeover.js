@@ -11,7 +11,7 @@ const { callNative, fromNative, typeError } = require('../errors')
 const validate = require('../validate')
 const { stopSupervisedProcess } = require('../supervised')
 const procfs = require('./procfs')
-const { isRunning, parseRecord, readRecordFile } = require('./state-file')
+const { isRunning, MARK_VAR, parseRecord, readRecordFile } = require('./state-file')
 
 /**
  * Why a recorded process must never be stopped, adopted or signalled on the
@@ -88,20 +88,102 @@ async function killRecordedCgroup(cgroup, killTimeoutMs) {
 }
 
 /**
- * What the predecessor's record in `stateFile` asks of us: null (no record,
- * or no child in it), { refused: why } (not to be acted on; said once by
- * the caller, then overwritten), or { child, alive }.
+ * What the predecessor's record in `stateFile` asks of us: null (no
+ * record), { refused: why } (not to be acted on; said once by the caller,
+ * then overwritten), or { child, alive, supervisor } (child null when the
+ * record names none; supervisor: the record's, its mark and session).
  */
 async function predecessor(stateFile) {
   const file = await readRecordFile(stateFile)
   if (file === null) return null
   if (file.untrusted) return { refused: file.untrusted }
-  const c = parseRecord(file.text)?.child
-  if (!c) return null
+  const r = parseRecord(file.text)
+  if (r === null) return null
+  const c = r.child
+  if (c === null) return { child: null, alive: false, supervisor: r.supervisor }
   const alive = isRunning(c.pid, c.identity)
   const refused = alive ? untouchable(c.pid) : null
   if (refused !== null) return { refused: `it names pid ${c.pid}, and ${refused}` }
-  return { child: c, alive }
+  return { child: c, alive, supervisor: r.supervisor }
+}
+
+/**
+ * The daemons a dead predecessor (`sup`: its record's supervisor) spawned
+ * that its record may not name — it was killed between a spawn and the
+ * record's write. Found by the mark its children carry in their
+ * environment (MARK_VAR), in its session (a daemon that left the session
+ * escaped by design, as one that forks away does): the top of each marked
+ * tree (a daemon reparented at its supervisor's death, or a worker that
+ * outlived its daemon), never `exclude` (the recorded child) nor anything
+ * untouchable. [{ pid, identity, pgid, session }]
+ */
+async function unrecordedDaemons(sup, exclude) {
+  if (sup.mark === undefined) return []
+  const marked = await procfs.markedProcesses(`${MARK_VAR}=${sup.mark}`)
+  const pids = new Set(marked.map((p) => p.pid))
+  const found = []
+  for (const p of marked) {
+    if (p.pid === exclude || pids.has(p.ppid)) continue
+    if (typeof sup.session === 'number' && p.session !== sup.session) continue
+    if (untouchable(p.pid) !== null) continue
+    let identity = null
+    try {
+      identity = callNative(native.getProcessInfo, p.pid)?.identity ?? null
+    } catch {
+      // gone, or unreadable: not acted on
+    }
+    if (identity !== null) found.push({ ...p, identity })
+  }
+  return found
+}
+
+/**
+ * `pid`'s cgroup, for ending it with the daemon: null unless it is one
+ * procward made (killRecorded checks the name and id too), and never ours
+ * or one holding us (a supervisor that is itself a contained daemon).
+ */
+async function daemonCgroup(pid) {
+  const cg = await procfs.cgroupOf(pid)
+  if (cg === null) return null
+  const own = await procfs.cgroupOf(process.pid)
+  if (own !== null && (own.path === cg.path || own.path.startsWith(`${cg.path}/`))) return null
+  return cg
+}
+
+/** A record for adopting an unrecorded daemon `d` (see unrecordedDaemons), as the predecessor would have written it. */
+async function adoptionRecord(d) {
+  const argv = (await procfs.argvOf(d.pid)) ?? []
+  const now = new Date().toISOString()
+  return {
+    pid: d.pid,
+    identity: d.identity,
+    pgid: d.pgid,
+    session: d.session,
+    command: argv[0] ?? '',
+    args: argv.slice(1),
+    startedAt: null,
+    aliveAt: now,
+    cgroup: await daemonCgroup(d.pid),
+  }
+}
+
+/**
+ * Stops an unrecorded daemon `d` with its group (identity checked), then
+ * its cgroup if procward made one for it. `track` as for stopPredecessor.
+ * Resolves the 'takeover' event.
+ */
+async function stopUnrecorded(d, stopDefaults, track) {
+  const cgroup = await daemonCgroup(d.pid)
+  const target = { identity: d.identity, group: d.pgid === d.pid }
+  track({ pid: d.pid, target })
+  let result
+  try {
+    result = await stopSupervisedProcess(d.pid, { ...stopDefaults, ...target })
+  } finally {
+    track(null)
+  }
+  await killRecorded(cgroup, stopDefaults.killTimeoutMs).catch(() => null)
+  return { pid: d.pid, identity: d.identity, action: 'stopped', result, suspects: [] }
 }
 
 /**
@@ -145,4 +227,13 @@ async function stopPredecessor(c, alive, stopDefaults, track) {
   return { pid: c.pid, identity: c.identity, action: 'stopped', result, suspects: swept.suspects }
 }
 
-module.exports = { untouchable, killRecorded, killRecordedCgroup, predecessor, stopPredecessor }
+module.exports = {
+  untouchable,
+  killRecorded,
+  killRecordedCgroup,
+  predecessor,
+  stopPredecessor,
+  unrecordedDaemons,
+  adoptionRecord,
+  stopUnrecorded,
+}

@@ -1,0 +1,117 @@
+// A supervisor SIGKILLed at any instant of a restart leaves at most one
+// daemon, and its successor finds it (recorded or not): it stops it
+// ('stop') or keeps it ('adopt'), and never runs a second one beside it.
+import { readdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import { Supervisor, type SupervisorOptions } from '../../index.js'
+import { aliveInProcTable, FIXTURES, tempDirs, trackProcesses, waitFor } from '../helpers'
+
+const { others } = trackProcesses()
+const tempDir = tempDirs('procward-killed-')
+
+const PROCWARD = join(__dirname, '..', '..', 'index.js')
+const NODE = process.execPath
+const KILLED = join(FIXTURES, 'supervisor-killed.cjs')
+
+const supervisors: Supervisor[] = []
+afterEach(async () => {
+  for (const s of supervisors.splice(0)) await s.stop({ signal: 'SIGKILL' }).catch(() => {})
+})
+
+/** Running processes whose command line is exactly `argv`. */
+function running(argv: string[]): number[] {
+  const want = `${argv.join('\0')}\0`
+  const out: number[] = []
+  for (const ent of readdirSync('/proc')) {
+    if (!/^\d+$/.test(ent)) continue
+    try {
+      if (readFileSync(`/proc/${ent}/cmdline`, 'latin1') === want && aliveInProcTable(Number(ent)))
+        out.push(Number(ent))
+    } catch {
+      // gone
+    }
+  }
+  return out
+}
+
+/**
+ * Processes in the middle of an exec: for a moment after the spawn returns
+ * (the exec's close-on-exec pipe closes before the new program's argv is in
+ * place), /proc/<pid>/cmdline reads empty. (Kernel threads always do.)
+ */
+function midExec(): number[] {
+  const out: number[] = []
+  for (const ent of readdirSync('/proc')) {
+    if (!/^\d+$/.test(ent)) continue
+    try {
+      const stat = readFileSync(`/proc/${ent}/stat`, 'latin1')
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+      if (f[0] === 'Z' || f[1] === '2' || ent === '2') continue
+      if (readFileSync(`/proc/${ent}/cmdline`).length === 0) out.push(Number(ent))
+    } catch {
+      // gone
+    }
+  }
+  return out
+}
+
+/** running(argv), once no process is in the middle of an exec. */
+async function settledRunning(argv: string[]): Promise<number[]> {
+  await waitFor(() => midExec().length === 0, 2000, 'execs to complete').catch(() => {})
+  return running(argv)
+}
+
+let serial = 0
+
+/** A predecessor that dies at `instant` of a restart; its daemons' argv. */
+async function predecessorDiesAt(instant: string, options: object): Promise<void> {
+  const p = others.spawn(NODE, [KILLED, PROCWARD, JSON.stringify(options), instant])
+  let out = ''
+  p.stdout?.on('data', (d) => (out += d))
+  const exited = new Promise((r) => p.once('exit', r))
+  if (instant === 'first-spawn') return void (await exited)
+  await waitFor(() => out.includes('\n'), 10_000, 'the predecessor to start')
+  const first = Number(/^started (\d+)/.exec(out)?.[1])
+  expect(first).toBeGreaterThan(0)
+  process.kill(first, 'SIGKILL')
+  await exited
+}
+
+const INSTANTS = ['first-spawn', 'exit', 'restart', 'spawn', 'spawn+immediate', 'spawn+timeout']
+
+describe('a supervisor SIGKILLed during a restart', () => {
+  for (const takeover of ['stop', 'adopt'] as const) {
+    for (const instant of INSTANTS) {
+      it(`at '${instant}' (takeover '${takeover}'): the successor runs exactly one daemon`, async () => {
+        const argv = ['sleep', String(3000 + process.pid * 10 + ++serial)]
+        const options = {
+          command: argv[0],
+          args: argv.slice(1),
+          stateFile: join(tempDir(), 'state.json'),
+          takeover,
+          spawn: { parentDeathSignal: false },
+        }
+        await predecessorDiesAt(instant, options)
+        const left = await settledRunning(argv)
+        for (const pid of left) others.track(pid)
+        // At most one daemon left by the dead supervisor.
+        expect(left.length).toBeLessThanOrEqual(1)
+
+        const sup = new Supervisor(options as SupervisorOptions)
+        supervisors.push(sup)
+        const runningEvents: unknown[] = []
+        sup.on('running', (e) => runningEvents.push(e))
+        await sup.start()
+        const status = sup.status()
+        expect(await settledRunning(argv)).toEqual([status.pid])
+        const adopted = takeover === 'adopt' && left.length === 1
+        if (adopted) expect(status).toMatchObject({ pid: left[0], adopted: true })
+        // One 'running' for the daemon that runs: the adopted one, or our own.
+        expect(runningEvents).toEqual([{ pid: status.pid, identity: status.identity, adopted }])
+        await sup.stop()
+        expect(running(argv)).toEqual([])
+      })
+    }
+  }
+})
