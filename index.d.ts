@@ -482,6 +482,15 @@ export declare class Supervisor extends EventEmitter implements AsyncDisposable 
   }): Promise<void>
   /** Signals the daemon (SIGHUP to reload, say); false when none runs. An exit by a signal sent here is not a failure. */
   kill(signal: Signal): boolean
+  /**
+   * Publishes `meta` (a JSON object, at most 64 KiB as JSON; null clears)
+   * with the running daemon: the stateFile's `meta` holds it until the child
+   * exits, and not a moment longer (a daemon's port is never advertised
+   * after a crash). false when no child runs (nothing is set).
+   * @throws {TypeError} not an object, an array, or not JSON (a cycle, a BigInt).
+   * @throws {RangeError} more than 64 KiB as JSON.
+   */
+  setMeta(meta: Record<string, unknown> | null): boolean
   /** `stop()` */
   [Symbol.asyncDispose](): Promise<void>
   // Only these events, whatever the @types/node: its EventEmitter's own
@@ -515,6 +524,8 @@ export interface SupervisorEvents {
   exit: [info: SupervisorExit]
   /** A restart is scheduled after `delayMs`. */
   restart: [info: SupervisorRestart]
+  /** A daemon runs: a spawned child once ready, or an orphan adopted at takeover. */
+  running: [info: SupervisorRunning]
   /** The supervisor gave up (`state` is now 'failed'). */
   failed: [error: Error]
   /** A predecessor's child was found at start and stopped or adopted. */
@@ -525,6 +536,13 @@ export interface SupervisorEvents {
   stdout: [line: string]
   /** A line of the child's stderr, when a ready check pipes it. */
   stderr: [line: string]
+}
+
+/** A daemon runs: a spawned child once ready, or an orphan adopted at takeover. */
+export interface SupervisorRunning {
+  pid: number
+  identity: string
+  adopted: boolean
 }
 
 export type SupervisorState = 'idle' | 'starting' | 'running' | 'backoff' | 'stopping' | 'stopped' | 'failed'
@@ -675,8 +693,15 @@ export declare function killRecordedCgroup(
 export interface SupervisorStateRecord {
   version: 1
   name: string
-  /** running: its lock is held now. */
-  supervisor: { pid: number; identity: string; running: boolean }
+  supervisor: {
+    pid: number
+    identity: string
+    /** Its lock is held now. */
+    running: boolean
+    /** Carried by every child as PROCWARD_SUPERVISOR_MARK: how a successor finds one the record does not name. */
+    mark?: string
+    session?: number | null
+  }
   child: {
     pid: number
     identity: string
@@ -690,10 +715,19 @@ export interface SupervisorStateRecord {
     cgroup: { path: string; id: number } | null
     /** Judged now: zombie- and reuse-aware. */
     running: boolean
+    /** When it became ready; null before. */
+    readyAt: string | null
+    /** The child's own status text (sd_notify `STATUS=`), or null. */
+    status: string | null
   } | null
   state: SupervisorState
   restarts: number
-  lastExit: ExitInfo | null
+  /** The last exit, and when it was seen. */
+  lastExit: (ExitInfo & { at: string }) | null
+  /** The stop policy (`spawn.stop`), so `procward stop` uses the supervisor's own grace. */
+  stop: { graceMs: number; killTimeoutMs: number }
+  /** The application's fields (`setMeta`), while the child runs; null otherwise. */
+  meta: Record<string, unknown> | null
   updatedAt: string
 }
 

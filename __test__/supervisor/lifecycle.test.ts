@@ -24,7 +24,8 @@ function supervisor(options: SupervisorOptions): Supervisor {
 type Seen = { event: string; data: unknown }
 function record(sup: Supervisor): Seen[] {
   const seen: Seen[] = []
-  for (const event of ['spawn', 'ready', 'running', 'exit', 'restart', 'failed', 'stopped', 'takeover']) {
+  const events = ['spawn', 'ready', 'running', 'exit', 'restart', 'failed', 'stopped', 'takeover'] as const
+  for (const event of events) {
     sup.on(event, (data: unknown) => seen.push({ event, data }))
   }
   return seen

@@ -34,10 +34,14 @@ function record(child: { pid: number; running: boolean } | null, supervisorPid =
             startedAt: new Date().toISOString(),
             aliveAt: new Date().toISOString(),
             cgroup: null,
+            readyAt: null,
+            status: null,
           },
     state: 'running',
     restarts: 0,
     lastExit: null,
+    stop: { graceMs: 5000, killTimeoutMs: 2000 },
+    meta: null,
     updatedAt: new Date().toISOString(),
   }
 }
