@@ -31,6 +31,7 @@ import {
   pg,
   sessionsOf,
   sql,
+  timing,
   waitForWaiters,
 } from './pg-helpers'
 
@@ -491,6 +492,46 @@ describe.skipIf(!PG_URL)('procward/pg', () => {
       expect(lock.signal.reason.message).toMatch(/may have been lost/)
       await lock.release()
       expect(lock.released).toBe(true)
+    })
+  })
+
+  describe('a stalled holder sees the loss before it works again', () => {
+    it('an event loop blocked longer than the window: the first look at lock.signal says lost, before any timer ran', async () => {
+      const key = newKey()
+      const { windowMs } = timing(2000)
+      for (const look of ['aborted', 'throwIfAborted'] as const) {
+        const lock = await acquirePgLock({ connection: PG_URL, key, hostLossMs: 2000 })
+        try {
+          // Busy: no probe is sent or answered, no timer runs. Every probe
+          // answered so far was sent before t0.
+          const t0 = performance.now()
+          while (performance.now() - t0 <= windowMs) {
+            // stalled
+          }
+          if (look === 'aborted') expect(lock.signal.aborted).toBe(true)
+          else expect(() => lock.signal.throwIfAborted()).toThrow(/may have been lost/)
+          expect(lock.signal.reason).toMatchObject({ code: 'ERR_PROCWARD_PG_LOCK_LOST', key })
+        } finally {
+          await lock.release()
+        }
+      }
+    })
+
+    it('SIGSTOPped for longer than hostLossMs: on SIGCONT its first work tick sees the signal aborted', async () => {
+      const key = newKey()
+      const child = others.spawn(process.execPath, [fixture('pg-worker.cjs'), PROCWARD_PG, PG_URL, key, '2000', '2000'], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      })
+      const next = lines(child)
+      const { ready } = JSON.parse(await next()) as { ready: number }
+      process.kill(ready, 'SIGSTOP')
+      try {
+        await sleep(2500)
+      } finally {
+        process.kill(ready, 'SIGCONT')
+      }
+      expect(JSON.parse(await next())).toEqual({ afterGap: true, reason: 'ERR_PROCWARD_PG_LOCK_LOST' })
+      await new Promise((r) => child.once('exit', r))
     })
   })
 
