@@ -519,9 +519,13 @@ describe.skipIf(!PG_URL)('procward/pg', () => {
 
     it('SIGSTOPped for longer than hostLossMs: on SIGCONT its first work tick sees the signal aborted', async () => {
       const key = newKey()
-      const child = others.spawn(process.execPath, [fixture('pg-worker.cjs'), PROCWARD_PG, PG_URL, key, '2000', '2000'], {
-        stdio: ['ignore', 'pipe', 'inherit'],
-      })
+      const child = others.spawn(
+        process.execPath,
+        [fixture('pg-worker.cjs'), PROCWARD_PG, PG_URL, key, '2000', '2000'],
+        {
+          stdio: ['ignore', 'pipe', 'inherit'],
+        },
+      )
       const next = lines(child)
       const { ready } = JSON.parse(await next()) as { ready: number }
       process.kill(ready, 'SIGSTOP')
