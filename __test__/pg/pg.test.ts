@@ -410,6 +410,9 @@ describe.skipIf(!PG_URL)('procward/pg', () => {
         [{ connection: PG_URL, key: 'k', wait: 'yes' as never }, 'TypeError', 'ERR_INVALID_ARG_TYPE'],
         [{ connection: PG_URL, key: 'k', signal: {} as never }, 'TypeError', 'ERR_INVALID_ARG_TYPE'],
         [{ connection: PG_URL, key: 'k', purpose: 5 as never }, 'TypeError', 'ERR_INVALID_ARG_TYPE'],
+        // jsonb refuses both: never a lock taken first and an error after.
+        [{ connection: PG_URL, key: 'k', purpose: 'a\0b' }, 'TypeError', 'ERR_INVALID_ARG_VALUE'],
+        [{ connection: PG_URL, key: 'k', purpose: 'a\ud800' }, 'TypeError', 'ERR_INVALID_ARG_VALUE'],
         [{ connection: PG_URL, key: 'k', schema: '' }, 'TypeError', 'ERR_INVALID_ARG_VALUE'],
         [{ connection: PG_URL, key: 'k', nope: 1 } as never, 'TypeError', 'ERR_INVALID_ARG_VALUE'],
         [undefined, 'TypeError', 'ERR_INVALID_ARG_TYPE'],
