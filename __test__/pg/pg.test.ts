@@ -599,6 +599,21 @@ describe.skipIf(!PG_URL)('procward/pg', () => {
       }
     })
 
+    it('a command line longer than a purpose runs (its record is cut); not found exits 127, not executable 126; the lock is freed', async () => {
+      const key = newKey()
+      const r = await finished(cli({ key, command: 'sh', args: ['-c', 'exit 3', 'x'.repeat(5000)] }))
+      expect(r).toMatchObject({ code: 3, stderr: '' })
+      const r2 = await finished(cli({ key, command: 'procward-no-such-command' }))
+      expect(r2.code).toBe(127)
+      expect(r2.stderr).toContain('procward-no-such-command')
+      const file = join(dir, 'not-executable')
+      writeFileSync(file, 'exit 0\n')
+      const r3 = await finished(cli({ key, command: file }))
+      expect(r3.code).toBe(126)
+      expect(r3.stderr).toContain(file)
+      expect((await lockSessions(key)).granted).toEqual([])
+    })
+
     it('stops the command’s process group when the lock is lost, and exits 75', async () => {
       const key = newKey()
       const child = cli({ key, command: 'sh', args: ['-c', 'sleep 1000 & echo $!; wait'] })
