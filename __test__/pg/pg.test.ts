@@ -484,6 +484,49 @@ describe.skipIf(!PG_URL)('procward/pg', () => {
     })
   })
 
+  describe('an abort after the grant', () => {
+    it('while the fence row is locked by another transaction: rejects at once, and leaves no lock, record or session', async () => {
+      const key = newKey()
+      await (await acquirePgLock({ connection: PG_URL, key })).release()
+      const admin = new pg.Client({ connectionString: PG_URL, application_name: 'procward-test-admin' })
+      admin.on('error', () => {})
+      await admin.connect()
+      try {
+        await admin.query('BEGIN')
+        await admin.query('SELECT 1 FROM public.procward_lock_fence WHERE key = $1 FOR UPDATE', [key])
+        const ac = new AbortController()
+        const acquiring = acquirePgLock({ connection: PG_URL, key, wait: true, signal: ac.signal, purpose: 'aborted' })
+        // Granted, and blocked on the row: its session waits for a lock in the server.
+        for (;;) {
+          const [row] = await sql<{ n: number }>(
+            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`,
+            [`procward:${hostname()}:${process.pid}`],
+          )
+          if (row?.n === 1) break
+          await sleep(10)
+        }
+        expect((await lockSessions(key)).granted).toHaveLength(1)
+        ac.abort()
+        // Settles while the row is still locked.
+        await expect(acquiring).rejects.toMatchObject({ name: 'AbortError' })
+        expect(await noSessionsLeft()).toEqual([])
+      } finally {
+        await admin.query('ROLLBACK')
+        await admin.end()
+      }
+      expect((await lockSessions(key)).granted).toEqual([])
+      const [row] = await sql<{ holder: unknown; fence: string }>(
+        'SELECT holder, fence::text FROM public.procward_lock_fence WHERE key = $1',
+        [key],
+      )
+      expect(row).toEqual({ holder: null, fence: '1' })
+      const next = await acquirePgLock({ connection: PG_URL, key })
+      expect(next.reclaimedFrom).toBeNull()
+      expect(next.fence).toBe(2n)
+      await next.release()
+    })
+  })
+
   describe('the lock may be lost', () => {
     it('its session terminated by the server: the signal aborts with the cause; release() resolves', async () => {
       const key = newKey()

@@ -277,20 +277,21 @@ function newHolder(purpose) {
 async function finish(client, o, k) {
   const sentAt = performance.now()
   const holder = newHolder(o.purpose)
+  // An abort while the fence is taken cancels it (it may wait on the row,
+  // locked by someone else's transaction): an abort is never left waiting.
+  const onAbort = () => sendCancel(client)
+  o.signal?.addEventListener('abort', onAbort, { once: true })
   let f
   try {
     f = await takeFence(client, o, k, holder)
   } catch (err) {
     await closeClient(client)
+    if (o.signal?.aborted) throw abortError(o.signal)
     throw err
+  } finally {
+    o.signal?.removeEventListener('abort', onAbort)
   }
-  // Aborted while the lock was being set up: an aborted acquire never
-  // resolves, and ending the session releases what it took.
-  if (o.signal?.aborted) {
-    await closeClient(client)
-    throw abortError(o.signal)
-  }
-  return new PgLock(INTERNAL, {
+  const lock = new PgLock(INTERNAL, {
     client,
     key: o.key,
     k,
@@ -302,6 +303,14 @@ async function finish(client, o, k) {
     timing: o.timing,
     lastOk: sentAt,
   })
+  // Aborted while the lock was being set up: an aborted acquire never
+  // resolves. Released as a holder releases (its record cleared), so the
+  // next holder does not read it as one that died holding the lock.
+  if (o.signal?.aborted) {
+    await lock.release()
+    throw abortError(o.signal)
+  }
+  return lock
 }
 
 async function lockedHere(client, o) {
