@@ -113,7 +113,7 @@ function checkLockOptions(options, keys, fn) {
     throw rangeError(`options.purpose must be at most ${PURPOSE_MAX} characters, got ${purpose.length}`)
   }
   // The record is jsonb, which refuses both: refused here, before a lock is taken.
-  if (purpose !== null && purpose.includes('\0')) {
+  if (purpose?.includes('\0')) {
     throw typeError('options.purpose must not contain NUL characters', 'ERR_INVALID_ARG_VALUE')
   }
   if (purpose !== null && !purpose.isWellFormed()) {
