@@ -54,7 +54,7 @@ export interface TryPgLockOptions extends PgLockTarget {
    * and a shorter stall (event loop, SIGSTOP) that already aborts the signal.
    */
   hostLossMs?: number | undefined
-  /** Free text stored with the holder, e.g. 'resync alice'. */
+  /** Free text stored with the holder, e.g. 'resync alice' (at most 4096 characters, no NUL). */
   purpose?: string | undefined
 }
 
@@ -93,7 +93,9 @@ export declare class PgLock implements AsyncDisposable {
    * (server restart, failover, network), or a probe failed or was late
    * (reason code 'ERR_PROCWARD_PG_LOCK_LOST'); and at `release()`
    * ('ERR_PROCWARD_PG_LOCK_RELEASED'). It aborts before the server can have
-   * given the lock to another holder.
+   * given the lock to another holder. `aborted`, `reason` and
+   * `throwIfAborted()` judge the safety window when read, so the first look
+   * after a stall (blocked event loop, SIGSTOP) already sees the loss.
    */
   readonly signal: AbortSignal
   /** This process, as recorded beside the fence. */

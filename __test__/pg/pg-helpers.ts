@@ -27,6 +27,9 @@ export const PG_SKIP_REASON =
 export const PG_SCRIPT = join(__dirname, '..', '..', 'scripts', 'pg-server.sh')
 export const PROCWARD_PG = join(__dirname, '..', '..', 'pg.js')
 export const LIB_PG = join(__dirname, '..', '..', 'lib', 'pg.js')
+/** The holder's timings for a hostLossMs (lib/pg.js, not public). */
+export const timing = (createRequire(__filename)(LIB_PG) as { timing: (hostLossMs: number) => { windowMs: number } })
+  .timing
 
 /** One statement on a fresh connection of the test's own (not a procward one). */
 export async function sql<R = Record<string, unknown>>(text: string, params: unknown[] = []): Promise<R[]> {

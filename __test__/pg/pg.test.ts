@@ -31,6 +31,7 @@ import {
   pg,
   sessionsOf,
   sql,
+  timing,
   waitForWaiters,
 } from './pg-helpers'
 
@@ -409,6 +410,9 @@ describe.skipIf(!PG_URL)('procward/pg', () => {
         [{ connection: PG_URL, key: 'k', wait: 'yes' as never }, 'TypeError', 'ERR_INVALID_ARG_TYPE'],
         [{ connection: PG_URL, key: 'k', signal: {} as never }, 'TypeError', 'ERR_INVALID_ARG_TYPE'],
         [{ connection: PG_URL, key: 'k', purpose: 5 as never }, 'TypeError', 'ERR_INVALID_ARG_TYPE'],
+        // jsonb refuses both: never a lock taken first and an error after.
+        [{ connection: PG_URL, key: 'k', purpose: 'a\0b' }, 'TypeError', 'ERR_INVALID_ARG_VALUE'],
+        [{ connection: PG_URL, key: 'k', purpose: 'a\ud800' }, 'TypeError', 'ERR_INVALID_ARG_VALUE'],
         [{ connection: PG_URL, key: 'k', schema: '' }, 'TypeError', 'ERR_INVALID_ARG_VALUE'],
         [{ connection: PG_URL, key: 'k', nope: 1 } as never, 'TypeError', 'ERR_INVALID_ARG_VALUE'],
         [undefined, 'TypeError', 'ERR_INVALID_ARG_TYPE'],
@@ -480,6 +484,49 @@ describe.skipIf(!PG_URL)('procward/pg', () => {
     })
   })
 
+  describe('an abort after the grant', () => {
+    it('while the fence row is locked by another transaction: rejects at once, and leaves no lock, record or session', async () => {
+      const key = newKey()
+      await (await acquirePgLock({ connection: PG_URL, key })).release()
+      const admin = new pg.Client({ connectionString: PG_URL, application_name: 'procward-test-admin' })
+      admin.on('error', () => {})
+      await admin.connect()
+      try {
+        await admin.query('BEGIN')
+        await admin.query('SELECT 1 FROM public.procward_lock_fence WHERE key = $1 FOR UPDATE', [key])
+        const ac = new AbortController()
+        const acquiring = acquirePgLock({ connection: PG_URL, key, wait: true, signal: ac.signal, purpose: 'aborted' })
+        // Granted, and blocked on the row: its session waits for a lock in the server.
+        for (;;) {
+          const [row] = await sql<{ n: number }>(
+            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`,
+            [`procward:${hostname()}:${process.pid}`],
+          )
+          if (row?.n === 1) break
+          await sleep(10)
+        }
+        expect((await lockSessions(key)).granted).toHaveLength(1)
+        ac.abort()
+        // Settles while the row is still locked.
+        await expect(acquiring).rejects.toMatchObject({ name: 'AbortError' })
+        expect(await noSessionsLeft()).toEqual([])
+      } finally {
+        await admin.query('ROLLBACK')
+        await admin.end()
+      }
+      expect((await lockSessions(key)).granted).toEqual([])
+      const [row] = await sql<{ holder: unknown; fence: string }>(
+        'SELECT holder, fence::text FROM public.procward_lock_fence WHERE key = $1',
+        [key],
+      )
+      expect(row).toEqual({ holder: null, fence: '1' })
+      const next = await acquirePgLock({ connection: PG_URL, key })
+      expect(next.reclaimedFrom).toBeNull()
+      expect(next.fence).toBe(2n)
+      await next.release()
+    })
+  })
+
   describe('the lock may be lost', () => {
     it('its session terminated by the server: the signal aborts with the cause; release() resolves', async () => {
       const key = newKey()
@@ -491,6 +538,50 @@ describe.skipIf(!PG_URL)('procward/pg', () => {
       expect(lock.signal.reason.message).toMatch(/may have been lost/)
       await lock.release()
       expect(lock.released).toBe(true)
+    })
+  })
+
+  describe('a stalled holder sees the loss before it works again', () => {
+    it('an event loop blocked longer than the window: the first look at lock.signal says lost, before any timer ran', async () => {
+      const key = newKey()
+      const { windowMs } = timing(2000)
+      for (const look of ['aborted', 'throwIfAborted'] as const) {
+        const lock = await acquirePgLock({ connection: PG_URL, key, hostLossMs: 2000 })
+        try {
+          // Busy: no probe is sent or answered, no timer runs. Every probe
+          // answered so far was sent before t0.
+          const t0 = performance.now()
+          while (performance.now() - t0 <= windowMs) {
+            // stalled
+          }
+          if (look === 'aborted') expect(lock.signal.aborted).toBe(true)
+          else expect(() => lock.signal.throwIfAborted()).toThrow(/may have been lost/)
+          expect(lock.signal.reason).toMatchObject({ code: 'ERR_PROCWARD_PG_LOCK_LOST', key })
+        } finally {
+          await lock.release()
+        }
+      }
+    })
+
+    it('SIGSTOPped for longer than hostLossMs: on SIGCONT its first work tick sees the signal aborted', async () => {
+      const key = newKey()
+      const child = others.spawn(
+        process.execPath,
+        [fixture('pg-worker.cjs'), PROCWARD_PG, PG_URL, key, '2000', '2000'],
+        {
+          stdio: ['ignore', 'pipe', 'inherit'],
+        },
+      )
+      const next = lines(child)
+      const { ready } = JSON.parse(await next()) as { ready: number }
+      process.kill(ready, 'SIGSTOP')
+      try {
+        await sleep(2500)
+      } finally {
+        process.kill(ready, 'SIGCONT')
+      }
+      expect(JSON.parse(await next())).toEqual({ afterGap: true, reason: 'ERR_PROCWARD_PG_LOCK_LOST' })
+      await new Promise((r) => child.once('exit', r))
     })
   })
 
@@ -549,6 +640,21 @@ describe.skipIf(!PG_URL)('procward/pg', () => {
       } finally {
         await lock.release()
       }
+    })
+
+    it('a command line longer than a purpose runs (its record is cut); not found exits 127, not executable 126; the lock is freed', async () => {
+      const key = newKey()
+      const r = await finished(cli({ key, command: 'sh', args: ['-c', 'exit 3', 'x'.repeat(5000)] }))
+      expect(r).toMatchObject({ code: 3, stderr: '' })
+      const r2 = await finished(cli({ key, command: 'procward-no-such-command' }))
+      expect(r2.code).toBe(127)
+      expect(r2.stderr).toContain('procward-no-such-command')
+      const file = join(dir, 'not-executable')
+      writeFileSync(file, 'exit 0\n')
+      const r3 = await finished(cli({ key, command: file }))
+      expect(r3.code).toBe(126)
+      expect(r3.stderr).toContain(file)
+      expect((await lockSessions(key)).granted).toEqual([])
     })
 
     it('stops the command’s process group when the lock is lost, and exits 75', async () => {

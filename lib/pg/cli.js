@@ -4,10 +4,26 @@ const os = require('node:os')
 const { typeError } = require('../errors')
 const validate = require('../validate')
 const { acquirePgLock } = require('./lock')
+const { PURPOSE_MAX } = require('./options')
 
 const FORWARDED = ['SIGINT', 'SIGTERM', 'SIGHUP']
 /** EX_TEMPFAIL: held by another holder, or lost while the command ran. */
 const EXIT_LOCKED = 75
+
+/** A command that could not be run: 127 not found, 126 found but not runnable, as a shell says. */
+function notRunnable(err) {
+  if (err?.code === 'ENOENT') return 127
+  if (['EACCES', 'ENOEXEC', 'EISDIR', 'ENOTDIR', 'EPERM'].includes(err?.code)) return 126
+  return null
+}
+
+/** The command line as the holder's purpose: cut to what a purpose holds, never inside a surrogate pair. */
+function purposeOf(command, args) {
+  const line = [command, ...args].join(' ')
+  if (line.length <= PURPOSE_MAX) return line
+  const cut = line.slice(0, PURPOSE_MAX - 1)
+  return `${/[\ud800-\udbff]$/.test(cut) ? cut.slice(0, -1) : cut}…`
+}
 
 function statusOf(exit) {
   if (exit === null) return 1
@@ -21,7 +37,8 @@ function statusOf(exit) {
  * status to exit with: 75 when the lock is held by another holder (or the
  * wait ran out), 75 too when the lock may have been lost while the command
  * ran (its process group is then stopped: SIGTERM, SIGKILL after graceMs),
- * else the command's own status (128 + signal number for a signal).
+ * else the command's own status (128 + signal number for a signal); 127
+ * when COMMAND is not found, 126 when it cannot be run (as a shell).
  * SIGINT, SIGTERM and SIGHUP abort a wait (status 128 + the signal), and
  * once the command runs are passed on to its process group; a second one
  * SIGKILLs the group. Bad input and connection failures reject.
@@ -64,7 +81,7 @@ async function runPgLock(options) {
   }
   let lock
   try {
-    const lockOptions = { connection: url, key, wait, signal: waitAbort.signal, purpose: [command, ...args].join(' ') }
+    const lockOptions = { connection: url, key, wait, signal: waitAbort.signal, purpose: purposeOf(command, args) }
     if (hostLossMs !== undefined) lockOptions.hostLossMs = hostLossMs
     lock = await acquirePgLock(lockOptions)
   } catch (err) {
@@ -118,7 +135,10 @@ async function runPgLock(options) {
   } catch (err) {
     unlisten()
     await lock.release()
-    throw err
+    const status = notRunnable(err)
+    if (status === null) throw err
+    say(`${command}: ${status === 127 ? 'command not found' : 'cannot run it'} (${err.code})`)
+    return status
   }
   if (lost) procward.stopSupervisedProcess(child, { graceMs }).catch(() => {})
   else if (pending !== null) toGroup(signals > 1 ? 'SIGKILL' : pending)

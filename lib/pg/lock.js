@@ -10,6 +10,8 @@ const { advisoryKey, closeClient, destroyClient, openSession, ownIdentity, sendC
 const { readHolder, tableName, takeFence } = require('./fence')
 
 const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')
+const signalAborted = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'aborted').get
+const signalReason = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'reason').get
 const INTERNAL = Symbol('PgLock.internal')
 
 const ACQUIRE_KEYS = ['connection', 'key', 'wait', 'signal', 'hostLossMs', 'purpose', 'schema']
@@ -65,6 +67,59 @@ class PgLock {
     this.#probeTimer = setInterval(() => this.#probe(), this.#timing.probeMs)
     this.#probeTimer.unref()
     this.#armDeadline()
+    this.#judgeOnEveryLook()
+  }
+
+  /**
+   * After a stall (a blocked event loop, SIGSTOP) the deadline's timer runs
+   * in turn with the caller's own timers, maybe after one that does guarded
+   * work. So the signal judges the window whenever it is looked at: the
+   * first `aborted`, `reason` or `throwIfAborted()` after a stall longer
+   * than the window sees the loss.
+   */
+  #judgeOnEveryLook() {
+    const judge = () => this.#judgeDeadline()
+    Object.defineProperties(this.#controller.signal, {
+      aborted: {
+        configurable: true,
+        get() {
+          judge()
+          return signalAborted.call(this)
+        },
+      },
+      reason: {
+        configurable: true,
+        get() {
+          judge()
+          return signalReason.call(this)
+        },
+      },
+      throwIfAborted: {
+        configurable: true,
+        writable: true,
+        value() {
+          judge()
+          return AbortSignal.prototype.throwIfAborted.call(this)
+        },
+      },
+    })
+  }
+
+  #aborted() {
+    return signalAborted.call(this.#controller.signal)
+  }
+
+  #judgeDeadline() {
+    if (this.#released || this.#aborted()) return
+    if (performance.now() - this.#lastOk >= this.#timing.windowMs) this.#late()
+  }
+
+  #late() {
+    this.#lose(
+      `no answer from the lock session within ${this.#timing.windowMs} ms (the server may release it ${this.#timing.idle} s after our last packet)`,
+      null,
+      false,
+    )
   }
 
   get key() {
@@ -95,11 +150,7 @@ class PgLock {
     this.#deadline = setTimeout(
       () => {
         this.#deadline = null
-        this.#lose(
-          `no answer from the lock session within ${this.#timing.windowMs} ms (the server may release it ${this.#timing.idle} s after our last packet)`,
-          null,
-          false,
-        )
+        this.#late()
       },
       Math.max(0, left),
     )
@@ -107,13 +158,13 @@ class PgLock {
   }
 
   #probe() {
-    if (this.#probing || this.#dead || this.#released || this.#controller.signal.aborted) return
+    if (this.#probing || this.#dead || this.#released || this.#aborted()) return
     this.#probing = true
     const sentAt = performance.now()
     this.#client.query({ text: 'SELECT pg_backend_pid()', rowMode: 'array' }).then(
       (res) => {
         this.#probing = false
-        if (this.#released || this.#controller.signal.aborted) return
+        if (this.#released || this.#aborted()) return
         if (res.rows[0]?.[0] !== this.#backendPid) {
           this.#lose('the lock session was replaced by another backend (a proxy reconnected?)', null, false)
           return
@@ -138,7 +189,7 @@ class PgLock {
   /** The lock may be gone: say so on the signal, once. */
   #lose(why, cause, dead) {
     if (dead) this.#dead = true
-    if (this.#released || this.#controller.signal.aborted) return
+    if (this.#released || this.#aborted()) return
     this.#stopWatching()
     const detail = cause?.message ? `: ${cause.message}` : ''
     const err = new Error(`the PostgreSQL lock ${JSON.stringify(this.#key)} may have been lost: ${why}${detail}`, {
@@ -159,7 +210,7 @@ class PgLock {
     this.#released = true
     held.delete(this)
     this.#stopWatching()
-    if (!this.#controller.signal.aborted) {
+    if (!this.#aborted()) {
       const err = new Error(`the PostgreSQL lock ${JSON.stringify(this.#key)} was released`)
       err.code = 'ERR_PROCWARD_PG_LOCK_RELEASED'
       err.key = this.#key
@@ -178,7 +229,7 @@ class PgLock {
     client.ref()
     // Lost (a late or failed probe): the session may not answer; ending it
     // releases whatever it still holds.
-    if (this.#controller.signal.reason?.code === 'ERR_PROCWARD_PG_LOCK_RELEASED') {
+    if (signalReason.call(this.#controller.signal)?.code === 'ERR_PROCWARD_PG_LOCK_RELEASED') {
       const table = tableName(client, this.#schema)
       let timer
       const timeout = new Promise((_, reject) => {
@@ -226,20 +277,21 @@ function newHolder(purpose) {
 async function finish(client, o, k) {
   const sentAt = performance.now()
   const holder = newHolder(o.purpose)
+  // An abort while the fence is taken cancels it (it may wait on the row,
+  // locked by someone else's transaction): an abort is never left waiting.
+  const onAbort = () => sendCancel(client)
+  o.signal?.addEventListener('abort', onAbort, { once: true })
   let f
   try {
     f = await takeFence(client, o, k, holder)
   } catch (err) {
     await closeClient(client)
+    if (o.signal?.aborted) throw abortError(o.signal)
     throw err
+  } finally {
+    o.signal?.removeEventListener('abort', onAbort)
   }
-  // Aborted while the lock was being set up: an aborted acquire never
-  // resolves, and ending the session releases what it took.
-  if (o.signal?.aborted) {
-    await closeClient(client)
-    throw abortError(o.signal)
-  }
-  return new PgLock(INTERNAL, {
+  const lock = new PgLock(INTERNAL, {
     client,
     key: o.key,
     k,
@@ -251,6 +303,14 @@ async function finish(client, o, k) {
     timing: o.timing,
     lastOk: sentAt,
   })
+  // Aborted while the lock was being set up: an aborted acquire never
+  // resolves. Released as a holder releases (its record cleared), so the
+  // next holder does not read it as one that died holding the lock.
+  if (o.signal?.aborted) {
+    await lock.release()
+    throw abortError(o.signal)
+  }
+  return lock
 }
 
 async function lockedHere(client, o) {

@@ -112,6 +112,13 @@ function checkLockOptions(options, keys, fn) {
   if (purpose !== null && purpose.length > PURPOSE_MAX) {
     throw rangeError(`options.purpose must be at most ${PURPOSE_MAX} characters, got ${purpose.length}`)
   }
+  // The record is jsonb, which refuses both: refused here, before a lock is taken.
+  if (purpose?.includes('\0')) {
+    throw typeError('options.purpose must not contain NUL characters', 'ERR_INVALID_ARG_VALUE')
+  }
+  if (purpose !== null && !purpose.isWellFormed()) {
+    throw typeError('options.purpose must be well-formed Unicode (it has a lone surrogate)', 'ERR_INVALID_ARG_VALUE')
+  }
   const hostLossMs = options.hostLossMs ?? DEFAULT_HOST_LOSS_MS
   if (typeof hostLossMs !== 'number') {
     throw typeError(`options.hostLossMs must be a number of milliseconds, got ${validate.describe(hostLossMs)}`)
@@ -137,4 +144,4 @@ function checkLockOptions(options, keys, fn) {
   return { ...o, purpose, hostLossMs, wait, signal, timing: timing(hostLossMs) }
 }
 
-module.exports = { checkCommon, checkLockOptions, checkText, KEY_MAX_BYTES }
+module.exports = { checkCommon, checkLockOptions, checkText, KEY_MAX_BYTES, PURPOSE_MAX }
