@@ -43,7 +43,7 @@
 //!   through it that way).
 //! - `kqueue` (`macos`): kqueue `EVFILT_PROC`/`NOTE_EXIT` on procward's
 //!   runtime; `fallback` there too. Each OS module provides `watch` and
-//!   `watch_beside_loop` (Linux's are below).
+//!   `watch_beside_loop` (in `linux` and `macos`).
 //!
 //! A contained child (`cgroup`, see `crate::cgroup`): after the sweep its
 //! cgroup is killed (`cgroup.kill`), and the reap waits until the cgroup is

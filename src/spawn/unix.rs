@@ -51,9 +51,12 @@ pub struct IntoCgroup {
     pub procs: std::sync::Arc<OwnedFd>,
 }
 
-/// Where a spawn failed, for the error's `syscall` and message.
+/// Where a spawn failed, for the error's `syscall` and message. The steps
+/// between clone and exec are reported by the Linux child alone (macOS's
+/// `posix_spawn` does them itself, and says only whether it worked).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(i32)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub enum Stage {
     Resolve = 1,
     Cwd,

@@ -1,4 +1,4 @@
-//! Thin safe wrappers over the Win32 calls procward makes (Windows' `sys.rs`):
+//! Thin safe wrappers over the Win32 calls procward makes:
 //! process and job handles, zero-timeout waits, creation times, console
 //! control events, and the Win32 → errno mapping for errors bound for JS.
 //!

@@ -8,7 +8,7 @@
 //! kqueue can be had, or the child is already past being watched (exiting,
 //! or a zombie: `kevent` says ESRCH), or `PROCWARD_EXIT_WATCH=fallback` is
 //! set, a waiter thread blocks instead (`fallback`; on macOS its blocking
-//! wait is itself a kqueue wait, see `sys_macos::waitid_pid`).
+//! wait is itself a kqueue wait, see `sys::waitid_pid` on macOS).
 //!
 //! There is no delivery on the JS loop here (the binding's `js_loop` is
 //! Linux-only), so
