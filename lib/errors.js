@@ -1,7 +1,6 @@
 // Errors as Node's own APIs shape them: TypeError/RangeError with a
 // `code`, and system errors with `code`, `errno` and `syscall`.
 
-const { constants } = require('node:os')
 const util = require('node:util')
 
 const ERROR_BRAND = Symbol.for('procward.error')
@@ -23,9 +22,11 @@ function rangeError(message, code = 'ERR_OUT_OF_RANGE') {
   return brand(err)
 }
 
-// Native errors arrive as `[CODE] message`, or for a failed system call as
-// `[CODE] {"errno":N,"syscall":"…","desc":"…",…}` (see src/errors.rs).
-const NATIVE = /^\[([A-Z0-9_]+)\] ([\s\S]*)$/
+// Native errors arrive as objects, built and branded by the addon (see
+// src/binding/errors.rs): a TypeError/RangeError/Error with `code` (and
+// `errno` where the code is one), and for a failed system call also
+// `syscall` and `info` ({ errno, code, message, syscall, path?, at?, fd?,
+// reason? }), from which the JS face words it as Node's own errors are.
 
 // libuv's wording of each errno, as Node's own errors use it ("no such file
 // or directory"); the C library's (sent along) where a runtime lacks the map.
@@ -58,43 +59,38 @@ function systemError(code, info, path) {
   return err
 }
 
-/** The decoded `{errno, syscall, …}` of a native system error, or null. */
+/**
+ * The parts of a native system error (`{ errno, code, syscall, desc, at?, fd?,
+ * reason? }`, `errno` positive as the OS numbers it), or null for any other
+ * error.
+ */
 function nativeInfo(err) {
-  const m = err instanceof Error ? NATIVE.exec(err.message) : null
-  if (!m?.[2].startsWith('{')) return null
-  let info
-  try {
-    info = JSON.parse(m[2])
-  } catch {
-    return null
-  }
+  const info = isProcwardError(err) ? err.info : undefined
+  if (info === null || typeof info !== 'object') return null
   // The native side names the common errnos; Node knows them all.
-  let code = m[1]
+  let code = info.code
   if (code === 'EUNKNOWN' && typeof util.getSystemErrorName === 'function') {
     try {
-      code = util.getSystemErrorName(-info.errno)
+      code = util.getSystemErrorName(info.errno)
     } catch {
       // not an errno Node knows either
     }
   }
-  return { ...info, code }
+  const out = { errno: -info.errno, syscall: info.syscall, desc: info.message, code }
+  if (info.at !== undefined) out.at = info.at
+  if (info.fd !== undefined) out.fd = info.fd
+  if (info.reason !== undefined) out.reason = info.reason
+  return out
 }
 
+/**
+ * A native error as the JS face throws it: a system error reworded the way
+ * Node words that errno (libuv's text); any other native error is already
+ * final (class, `code`, `errno`, brand), as is anything that is not ours.
+ */
 function fromNative(err) {
-  if (!(err instanceof Error)) return err
-  const m = NATIVE.exec(err.message)
-  if (!m) return err
-  const [, code, rest] = m
   const info = nativeInfo(err)
-  if (info) return brand(systemError(info.code, info))
-  let out
-  if (code === 'ERR_OUT_OF_RANGE') out = new RangeError(rest)
-  else if (code.startsWith('ERR_INVALID_ARG')) out = new TypeError(rest)
-  else out = new Error(`${code}: ${rest}`)
-  out.code = code
-  const errno = constants.errno[code]
-  if (typeof errno === 'number') out.errno = -errno
-  return brand(out)
+  return info ? brand(systemError(info.code, info)) : err
 }
 
 /** Calls a native function, turning its coded errors into JS-shaped ones. */

@@ -268,7 +268,7 @@ function waitForLock(path, o) {
       } else if (end.outcome === 'cancelled') {
         reject(cause === 'abort' ? abortError(o.signal) : lockedError(path))
       } else {
-        reject(pathError(new Error(end.error), path))
+        reject(pathError(end.error, path))
       }
     }
     try {

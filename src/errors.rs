@@ -1,14 +1,51 @@
-//! Errors that reach JS keep their errno as a stable `code`.
-//!
-//! napi's `From<io::Error>` keeps only the message, so the errno would be
-//! lost. We prefix the message with `[CODE]`; the JS face (`lib/errors.js`)
-//! turns that into `err.code` and picks `TypeError`/`RangeError` where due.
-//! A system error carries a small JSON object after the code (`errno`,
-//! `syscall`, `desc` and, for spawns, where it failed), from which the JS
-//! face builds the message and properties Node's own `SystemError`s have.
-//! Messages never carry Rust's " (os error N)".
+//! Errnos as JS names them: the stable `code` of an error (`ENOENT`) and its
+//! description in Node's lower case, never with Rust's " (os error N)".
+//! Plain values: the binding builds the JS errors from them
+//! (`binding::errors`).
 
-use std::io;
+/// The errnos procward names; any other is `EUNKNOWN` here (the JS face
+/// asks Node for its name).
+const NAMED: &[i32] = &[
+    libc::EPERM,
+    libc::ENOENT,
+    libc::ESRCH,
+    libc::EINTR,
+    libc::EIO,
+    libc::ENXIO,
+    libc::ENOTSUP,
+    libc::E2BIG,
+    libc::ENOEXEC,
+    libc::EBADF,
+    libc::ECHILD,
+    libc::EAGAIN,
+    libc::ENOMEM,
+    libc::EACCES,
+    libc::EFAULT,
+    libc::EBUSY,
+    libc::EEXIST,
+    libc::ENODEV,
+    libc::ENOTDIR,
+    libc::EISDIR,
+    libc::EINVAL,
+    libc::ENFILE,
+    libc::EMFILE,
+    libc::ETXTBSY,
+    libc::ENOSPC,
+    libc::EROFS,
+    libc::EPIPE,
+    libc::ENOSYS,
+    libc::ELOOP,
+    libc::ENAMETOOLONG,
+    libc::ETIMEDOUT,
+    #[cfg(unix)]
+    libc::ESTALE,
+];
+
+/// The errno a code names (`"EACCES"` → 13), for a coded error that is an
+/// errno; None for any other code.
+pub fn errno_of_name(code: &str) -> Option<i32> {
+    NAMED.iter().copied().find(|&n| errno_name(n) == code)
+}
 
 pub fn errno_name(errno: i32) -> &'static str {
     match errno {
@@ -66,7 +103,7 @@ pub fn describe(errno: i32) -> String {
 
 #[cfg(unix)]
 fn c_library_text(errno: i32) -> String {
-    io::Error::from_raw_os_error(errno).to_string()
+    std::io::Error::from_raw_os_error(errno).to_string()
 }
 
 /// On Windows an `io::Error` number is a Win32 error, not an errno: ask the
@@ -95,47 +132,25 @@ pub fn json_str(s: &str) -> String {
     out
 }
 
-/// A system error: `[CODE] {"errno":N,"syscall":"…","desc":"…"<extra>}`.
-/// `extra` is more JSON members, each starting with a comma.
-pub fn system_err(errno: i32, syscall: &str, extra: &str) -> napi::Error {
-    napi::Error::from_reason(system_reason(errno, syscall, extra))
-}
-
-fn system_reason(errno: i32, syscall: &str, extra: &str) -> String {
-    format!(
-        "[{}] {{\"errno\":{errno},\"syscall\":{},\"desc\":{}{extra}}}",
-        errno_name(errno),
-        json_str(syscall),
-        json_str(&describe(errno)),
-    )
-}
-
-/// A JS-bound error for a failed system call.
-pub fn io_err(err: &io::Error, syscall: &str) -> napi::Error {
-    match err.raw_os_error() {
-        Some(errno) => system_err(errno, syscall, ""),
-        None => napi::Error::from_reason(format!("[EUNKNOWN] {syscall}: {err}")),
-    }
-}
-
-pub fn coded(code: &str, message: impl std::fmt::Display) -> napi::Error {
-    napi::Error::from_reason(format!("[{code}] {message}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn messages_have_no_rust_suffix_and_read_like_node() {
+    fn descriptions_have_no_rust_suffix_and_read_like_node() {
         assert_eq!(describe(libc::ENOENT), "no such file or directory");
         assert_eq!(describe(libc::EPERM), "operation not permitted");
-        let reason = system_reason(libc::ESRCH, "kill", "");
-        assert_eq!(
-            reason,
-            r#"[ESRCH] {"errno":3,"syscall":"kill","desc":"no such process"}"#
-        );
-        assert!(!reason.contains("os error"));
+        assert_eq!(describe(libc::ESRCH), "no such process");
+        assert!(!describe(libc::EIO).contains("os error"));
+    }
+
+    #[test]
+    fn every_named_errno_round_trips() {
+        for &n in NAMED {
+            assert_eq!(errno_of_name(errno_name(n)), Some(n));
+        }
+        assert_eq!(errno_of_name("ERR_OUT_OF_RANGE"), None);
+        assert_eq!(errno_of_name("EUNKNOWN"), None);
     }
 
     #[test]

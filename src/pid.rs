@@ -132,6 +132,10 @@ impl Signal {
     pub const TERM: Signal = Signal(libc::SIGTERM);
     /// 9 on every OS procward runs on (Windows: Node's number for it).
     pub const KILL: Signal = Signal(9);
+    /// Windows: Node's number for SIGBREAK, what a CTRL_BREAK_EVENT is to
+    /// the child.
+    #[cfg(windows)]
+    pub const BREAK: Signal = Signal(21);
 
     pub fn from_name(name: &str) -> Option<Signal> {
         SIGNALS

@@ -134,8 +134,16 @@ describe('durations', () => {
       } catch (e) {
         err = e
       }
-      expect(String((err as Error)?.message)).toMatch(/^\[ERR_OUT_OF_RANGE\] graceMs/)
-      expect(() => new native.NativeStopControl().escalate(opts)).toThrow(/ERR_OUT_OF_RANGE/)
+      // The native layer's own error object: a RangeError with its code.
+      expect(err).toBeInstanceOf(RangeError)
+      expect(err).toMatchObject({ code: 'ERR_OUT_OF_RANGE', message: expect.stringMatching(/^graceMs /) })
+      let thrown: unknown
+      try {
+        new native.NativeStopControl().escalate(opts)
+      } catch (e) {
+        thrown = e
+      }
+      expect(thrown).toMatchObject({ name: 'RangeError', code: 'ERR_OUT_OF_RANGE' })
     }
     expect(aliveInProcTable(bare.pid as number)).toBe(true)
   })

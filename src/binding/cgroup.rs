@@ -2,15 +2,15 @@
 //! usage, and the Supervisor's kill of a recorded cgroup. Validation and
 //! error codes here; the mechanism in `crate::cgroup`.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
+use std::path::PathBuf;
 
-use napi::Result;
+use napi::bindgen_prelude::PromiseRaw;
+use napi::{Env, Result};
 use napi_derive::napi;
 
+use super::convert::duration_ms;
+use super::errors::{promise, JsErr};
 use crate::cgroup::{self, CgroupError, Usage};
-use crate::errors::coded;
 
 #[napi(object)]
 pub struct NativeCgroupSupport {
@@ -31,25 +31,18 @@ pub fn cgroup_support() -> NativeCgroupSupport {
     }
 }
 
-pub(crate) fn cgroup_err(err: CgroupError) -> napi::Error {
+pub fn cgroup_err(err: CgroupError) -> JsErr {
     match err {
-        CgroupError::BadParent(msg) => coded("ERR_INVALID_ARG_VALUE", msg),
-        CgroupError::Unavailable(reason) => coded(
+        CgroupError::BadParent(msg) => JsErr::coded("ERR_INVALID_ARG_VALUE", msg),
+        CgroupError::Unavailable(reason) => JsErr::coded(
             "ERR_CGROUP_UNAVAILABLE",
             format!("cgroup v2 containment is unavailable: {reason}"),
         ),
         // A step that should have worked failed (EMFILE, ENOSPC from
         // cgroup.max.descendants, ...): the errno, as for any system call.
-        CgroupError::Io(e, what, path) => match e.raw_os_error() {
-            Some(errno) => crate::errors::system_err(
-                errno,
-                what,
-                &format!(
-                    ",\"path\":{}",
-                    crate::errors::json_str(&path.display().to_string())
-                ),
-            ),
-            None => coded(
+        CgroupError::Io(e, what, path) => match crate::sys::errno_of(&e) {
+            Some(errno) => JsErr::system(errno, what).path(&path),
+            None => JsErr::coded(
                 "ERR_CGROUP_UNAVAILABLE",
                 format!(
                     "cgroup v2 containment is unavailable: {what} {}: {e}",
@@ -60,13 +53,6 @@ pub(crate) fn cgroup_err(err: CgroupError) -> napi::Error {
     }
 }
 
-/// A contained spawn's cgroup, made before the child; `guarded`: killed by
-/// the guardian when this process dies (the child has a death signal).
-pub(crate) fn contain(parent: Option<&str>, guarded: bool) -> Result<Arc<cgroup::Cgroup>> {
-    let parent = parent.map(Path::new);
-    cgroup::contain(parent, guarded).map_err(cgroup_err)
-}
-
 #[napi(object)]
 pub struct NativeUsage {
     pub cpu_usec: Option<f64>,
@@ -74,7 +60,7 @@ pub struct NativeUsage {
     pub pids: Option<f64>,
 }
 
-pub(crate) fn usage(u: Option<Usage>) -> NativeUsage {
+pub fn usage(u: Option<Usage>) -> NativeUsage {
     let u = u.unwrap_or_default();
     let n = |v: Option<u64>| v.map(|v| v as f64);
     NativeUsage {
@@ -88,19 +74,23 @@ pub(crate) fn usage(u: Option<Usage>) -> NativeUsage {
 /// that cgroup and one procward made; removes it once empty (waiting at
 /// most `bound_ms` before leaving the removal to a watcher). Resolves
 /// whether anything was killed.
-#[napi]
-pub async fn kill_recorded_cgroup(path: String, id: f64, bound_ms: f64) -> Result<bool> {
-    if !(id.fract() == 0.0 && id > 0.0 && id < 2f64.powi(53)) {
-        return Err(coded(
-            "ERR_INVALID_ARG_VALUE",
-            format!("cgroup id must be a positive integer, got {id}"),
-        ));
-    }
-    let bound = crate::duration::Millis::from_f64(bound_ms)
-        .map_err(|e| coded("ERR_OUT_OF_RANGE", format!("bound {e}, got {bound_ms}")))?;
-    let path = PathBuf::from(path);
-    let bound: Duration = bound.as_duration();
-    cgroup::kill_recorded(&path, id as u64, bound)
-        .await
-        .map_err(cgroup_err)
+#[napi(ts_return_type = "Promise<boolean>")]
+pub fn kill_recorded_cgroup<'env>(
+    env: &'env Env,
+    path: String,
+    id: f64,
+    bound_ms: f64,
+) -> Result<PromiseRaw<'env, bool>> {
+    promise(env, async move {
+        if !(id.fract() == 0.0 && id > 0.0 && id < 2f64.powi(53)) {
+            return Err(JsErr::coded(
+                "ERR_INVALID_ARG_VALUE",
+                format!("cgroup id must be a positive integer, got {id}"),
+            ));
+        }
+        let bound = duration_ms(bound_ms, "bound")?.as_duration();
+        cgroup::kill_recorded(&PathBuf::from(path), id as u64, bound)
+            .await
+            .map_err(cgroup_err)
+    })
 }

@@ -1,58 +1,49 @@
-//! The lock's napi surface: `lockTry`, `lockWait`, `lockRead` and the
-//! `NativeLock` handle. `lib/lock.js` builds `acquireLock`, `tryLock`,
-//! `readLock` and `ProcessLock` on them (validation, record parsing,
-//! ELOCKED, AbortSignal and timeouts live there).
+//! The lock's napi surface: `lockTry`, `lockWait`, `lockRead`,
+//! `lockHolderRunning` and the `NativeLock` handle, over `crate::lock`
+//! (`flock` on Unix, `LockFileEx` on Windows, where `mode` and
+//! `allowNetworkFs` have no effect). `lib/lock.js` builds `acquireLock`,
+//! `tryLock`, `readLock` and `ProcessLock` on them (validation, record
+//! parsing, ELOCKED, AbortSignal and timeouts live there).
 
-use std::io;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use napi::bindgen_prelude::{Either, Function};
+use napi::bindgen_prelude::{Either, Function, ToNapiValue, TypeName, ValidateNapiValue};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
-use napi::{Result, Status};
+use napi::{Env, Result, Status, ValueType};
 use napi_derive::napi;
 
-use crate::errors::{coded, json_str, system_err};
+use super::convert::{info_err, to_pid};
+use super::errors::{throw, JsErr, Res};
 use crate::lock::{self, Acquired, Cancel, LockFile, OpenError, Try, WaitEnd, Waiter};
-use crate::pid::Pid;
-use crate::proc_info::InfoError;
-
-/// A failed system call, as `errors::system_err` shapes it; the JS side adds
-/// the path (Node's `SystemError` shape: `code`, `errno`, `syscall`, `path`).
-fn os_err(err: &io::Error, syscall: &str) -> napi::Error {
-    match err.raw_os_error() {
-        Some(errno) => system_err(errno, syscall, ""),
-        None => coded("EUNKNOWN", format!("{syscall}: {err}")),
-    }
-}
 
 /// A refusal of ours, dressed as the errno that says it best, with our own
 /// words for it.
-fn refused(errno: i32, reason: &str) -> napi::Error {
-    refused_in(errno, "open", reason)
+fn refused(errno: i32, reason: impl Into<String>) -> JsErr {
+    JsErr::refused(errno, "open", reason)
 }
 
-fn refused_in(errno: i32, syscall: &str, reason: &str) -> napi::Error {
-    system_err(errno, syscall, &format!(",\"reason\":{}", json_str(reason)))
-}
-
-fn open_err(e: OpenError) -> napi::Error {
+fn open_err(e: OpenError) -> JsErr {
     match e {
-        OpenError::Os { err, op } => os_err(&err, op),
+        OpenError::Os { err, op } => JsErr::os(&err, op),
         OpenError::NotRegular { directory: true } => {
             refused(libc::EISDIR, "a directory, not a lock file")
         }
         OpenError::NotRegular { directory: false } => refused(libc::EINVAL, "not a regular file"),
+        OpenError::Symlink => refused(
+            libc::ELOOP,
+            "a symbolic link or other reparse point; lock the file itself",
+        ),
         OpenError::OtherOwner { uid } => refused(
             libc::EPERM,
-            &format!(
+            format!(
                 "the lock file belongs to uid {uid}, not to this process's; \
                  a file another user controls could be held by them forever"
             ),
         ),
         OpenError::NetworkFs { fs } => refused(
             libc::EOPNOTSUPP,
-            &format!(
+            format!(
                 "on a network filesystem ({fs}), where flock is emulated and a \
                  partition can leave two holders; pass allowNetworkFs: true to \
                  lock it anyway"
@@ -60,7 +51,7 @@ fn open_err(e: OpenError) -> napi::Error {
         ),
         OpenError::PseudoFs { fs } => refused(
             libc::EINVAL,
-            &format!(
+            format!(
                 "on a kernel pseudo-filesystem ({fs}): its files are kernel \
                  interfaces, not lock files, and the holder record would be \
                  written into one"
@@ -68,14 +59,14 @@ fn open_err(e: OpenError) -> napi::Error {
         ),
         OpenError::HardLinked { links } => refused(
             libc::EPERM,
-            &format!(
+            format!(
                 "the file has {links} hard links: the holder record would \
                  overwrite the file its other names stand for"
             ),
         ),
-        OpenError::Foreign => refused_in(
+        OpenError::Foreign => JsErr::refused(
             libc::EINVAL,
-            "pread",
+            lock::READ_CALL,
             "the file holds data that is not a procward lock record; a lock \
              file must be empty or hold a record, since acquiring overwrites \
              it and releasing empties it (lock a separate file beside your data)",
@@ -85,23 +76,23 @@ fn open_err(e: OpenError) -> napi::Error {
             "the lock file was removed or replaced 100 times in a row while \
              taking its lock; something keeps replacing it",
         ),
-        OpenError::NoSignal => refused_in(
+        OpenError::NoSignal => JsErr::refused(
             libc::EAGAIN,
             "sigaction",
             "no real-time signal is free to interrupt lock waits with (every \
              one has a handler); wait: true or a number of ms is unavailable",
         ),
-        OpenError::TooManyWaiters { max } => refused_in(
+        OpenError::TooManyWaiters { max } => JsErr::refused(
             libc::EAGAIN,
-            "pthread_create",
-            &format!("{max} lock waits are already in progress in this process"),
+            lock::THREAD_CALL,
+            format!("{max} lock waits are already in progress in this process"),
         ),
     }
 }
 
-fn check_mode(mode: u32) -> Result<u32> {
+fn check_mode(mode: u32) -> Res<u32> {
     if mode > 0o777 || mode & 0o600 != 0o600 {
-        return Err(coded(
+        return Err(JsErr::coded(
             "ERR_OUT_OF_RANGE",
             format!("mode must be in 0..=0o777 with owner read and write (0o600), got {mode:#o}"),
         ));
@@ -109,7 +100,7 @@ fn check_mode(mode: u32) -> Result<u32> {
     Ok(mode)
 }
 
-fn open(path: &str, mode: u32, allow_network_fs: bool) -> Result<LockFile> {
+fn open(path: &str, mode: u32, allow_network_fs: bool) -> Res<LockFile> {
     LockFile::open(Path::new(path), check_mode(mode)?, allow_network_fs).map_err(open_err)
 }
 
@@ -180,13 +171,19 @@ impl NativeLock {
 /// short grace: a `readLock` probe, or another program's `LOCK_SH`).
 #[napi]
 pub fn lock_try(
+    env: Env,
     path: String,
     mode: u32,
     allow_network_fs: bool,
     purpose: Option<String>,
 ) -> Result<Either<NativeLock, &'static str>> {
-    let file = open(&path, mode, allow_network_fs)?;
-    let found = lock::try_acquire(file, purpose.as_deref()).map_err(open_err)?;
+    let found = throw(
+        &env,
+        (|| {
+            let file = open(&path, mode, allow_network_fs)?;
+            lock::try_acquire(file, purpose.as_deref()).map_err(open_err)
+        })(),
+    )?;
     Ok(match found {
         Try::Acquired(a) => Either::A(NativeLock {
             held: Arc::new(Mutex::new(Some(a))),
@@ -197,12 +194,38 @@ pub fn lock_try(
     })
 }
 
-#[napi(object)]
+#[napi(object, object_from_js = false)]
 pub struct NativeWaitEnd {
     /// 'acquired' | 'cancelled' | 'error'
     pub outcome: String,
-    /// A coded message (`[CODE] ...`) for 'error'.
-    pub error: Option<String>,
+    /// What failed, for 'error': the error object itself.
+    #[napi(ts_type = "Error")]
+    pub error: Option<ErrorValue>,
+}
+
+/// A [`JsErr`] that becomes its JS object where napi converts it, on the JS
+/// thread (a threadsafe function's argument, here).
+pub struct ErrorValue(JsErr);
+
+impl TypeName for ErrorValue {
+    fn type_name() -> &'static str {
+        "Error"
+    }
+
+    fn value_type() -> ValueType {
+        ValueType::Object
+    }
+}
+
+impl ValidateNapiValue for ErrorValue {}
+
+impl ToNapiValue for ErrorValue {
+    unsafe fn to_napi_value(env: napi::sys::napi_env, val: Self) -> Result<napi::sys::napi_value> {
+        let env = Env::from_raw(env);
+        let obj = val.0.to_js(&env)?;
+        // SAFETY: a value of this env, converted on its thread.
+        unsafe { ToNapiValue::to_napi_value(env.raw(), obj) }
+    }
 }
 
 type WaitCallback = ThreadsafeFunction<NativeWaitEnd, (), NativeWaitEnd, Status, false>;
@@ -211,13 +234,14 @@ type WaitCallback = ThreadsafeFunction<NativeWaitEnd, (), NativeWaitEnd, Status,
 /// The pending callback keeps the event loop alive, as a pending timer would.
 #[napi]
 pub fn lock_wait(
+    env: Env,
     path: String,
     mode: u32,
     allow_network_fs: bool,
     purpose: Option<String>,
     on_done: Function<NativeWaitEnd, ()>,
 ) -> Result<NativeLock> {
-    let file = open(&path, mode, allow_network_fs)?;
+    let file = throw(&env, open(&path, mode, allow_network_fs))?;
     let callback: WaitCallback = on_done
         .build_threadsafe_function()
         .callee_handled::<false>()
@@ -239,14 +263,17 @@ pub fn lock_wait(
             },
             WaitEnd::Failed(e) => NativeWaitEnd {
                 outcome: "error".into(),
-                error: Some(open_err(e).reason),
+                error: Some(ErrorValue(open_err(e))),
             },
         };
         // If the environment is gone the call fails; the handle's drop (or
         // this closure's, holding the last reference) then releases the lock.
         callback.call(end, ThreadsafeFunctionCallMode::NonBlocking);
     });
-    let waiter = lock::wait(file, purpose, done).map_err(|e| os_err(&e, "pthread_create"))?;
+    let waiter = throw(
+        &env,
+        lock::wait(file, purpose, done).map_err(|e| JsErr::os(&e, lock::THREAD_CALL)),
+    )?;
     Ok(NativeLock {
         held,
         waiter: Mutex::new(Some(waiter)),
@@ -262,8 +289,8 @@ pub struct NativeLockInfo {
 
 /// Never takes the lock, never blocks, never creates the file.
 #[napi]
-pub fn lock_read(path: String) -> Result<NativeLockInfo> {
-    let seen = lock::read(Path::new(&path)).map_err(open_err)?;
+pub fn lock_read(env: Env, path: String) -> Result<NativeLockInfo> {
+    let seen = throw(&env, lock::read(Path::new(&path)).map_err(open_err))?;
     Ok(match seen {
         Some(o) => NativeLockInfo {
             exists: true,
@@ -281,13 +308,12 @@ pub fn lock_read(path: String) -> Result<NativeLockInfo> {
 /// Whether the holder a record names runs now: zombie- and reuse-aware, and
 /// false for a holder already on its way out (see `lock::holder_running`).
 #[napi]
-pub fn lock_holder_running(pid: f64, identity: String) -> Result<bool> {
-    let pid = Pid::from_f64(pid).map_err(|e| coded("ERR_OUT_OF_RANGE", e))?;
-    lock::holder_running(pid, &identity).map_err(|e| match e {
-        InfoError::Hidden => coded(
-            "EACCES",
-            "the process exists but /proc (hidepid) does not show it",
-        ),
-        InfoError::Io(e) => os_err(&e, "read"),
-    })
+pub fn lock_holder_running(env: Env, pid: f64, identity: String) -> Result<bool> {
+    throw(
+        &env,
+        (|| {
+            let pid = to_pid(pid)?;
+            lock::holder_running(pid, &identity).map_err(info_err)
+        })(),
+    )
 }

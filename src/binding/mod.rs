@@ -1,14 +1,26 @@
-//! The binding layer, one file per public concept: like `lib.rs`, the only
-//! place a napi type appears; each file validates, calls into its core
-//! module and returns plain JS values.
+//! The napi surface of procward, one file per public concept, written once
+//! for every OS: each validates its arguments, calls into a core module and
+//! returns plain JS values, or a JS error object (`errors`). The only place
+//! a napi type appears; nothing below it imports from here.
+//!
+//! `supervisor` exists on Linux alone: the Supervisor looks its functions up
+//! and does without them elsewhere (no /proc to read a session from).
 
 pub mod cgroup;
-#[cfg(any(target_os = "linux", target_os = "macos"))]
+pub mod child;
+pub mod convert;
+pub mod errors;
+#[cfg(target_os = "linux")]
+mod js_loop;
+#[cfg(not(target_os = "linux"))]
+mod js_loop_none;
+#[cfg(not(target_os = "linux"))]
+use js_loop_none as js_loop;
+pub mod liveness;
 pub mod lock;
-#[cfg(windows)]
-pub mod lock_windows;
+pub mod stop;
 #[cfg(target_os = "linux")]
 pub mod supervisor;
 pub mod wait;
-#[cfg(windows)]
-pub mod windows;
+
+pub use convert::NativeExitInfo;

@@ -2,18 +2,18 @@
 //! process's session and start time for the state file's record, and the
 //! takeover's sweep of a dead predecessor's stray group members.
 
-use napi::Result;
-use napi_derive::napi;
-
 use std::os::fd::AsFd;
 
-use crate::errors::{coded, io_err};
-use crate::pid::Signal;
+use napi::bindgen_prelude::PromiseRaw;
+use napi::{Env, Result};
+use napi_derive::napi;
+
+use super::convert::{check_identity, to_pid, to_signal};
+use super::errors::{promise, throw, JsErr, Res};
 use crate::proc_info::{self, Identity};
 use crate::strays::{self, GroupRecord};
 use crate::sys;
 use crate::wait::same_process;
-use crate::{check_identity, to_pid};
 
 #[napi(object)]
 pub struct NativeProcStat {
@@ -23,9 +23,12 @@ pub struct NativeProcStat {
 
 /// Group and session of a live process, or null when there is none.
 #[napi]
-pub fn proc_stat(pid: f64) -> Result<Option<NativeProcStat>> {
-    let pid = to_pid(pid)?;
-    let st = proc_info::stat_of(pid).map_err(|e| io_err(&e, "read /proc"))?;
+pub fn proc_stat(env: Env, pid: f64) -> Result<Option<NativeProcStat>> {
+    let pid = throw(&env, to_pid(pid))?;
+    let st = throw(
+        &env,
+        proc_info::stat_of(pid).map_err(|e| JsErr::os(&e, proc_info::INFO_CALL)),
+    )?;
     Ok(st.filter(|s| s.state.is_running()).map(|s| NativeProcStat {
         pgid: s.pgid,
         session: s.session,
@@ -50,8 +53,16 @@ pub struct NativeSwept {
 
 /// SIGKILLs the proven members of a dead predecessor's recorded group
 /// (see `strays`) and waits up to `killTimeoutMs` for them to exit.
-#[napi]
-pub async fn sweep_strays(record: NativeGroupRecord, kill_timeout_ms: f64) -> Result<NativeSwept> {
+#[napi(ts_return_type = "Promise<NativeSwept>")]
+pub fn sweep_strays<'env>(
+    env: &'env Env,
+    record: NativeGroupRecord,
+    kill_timeout_ms: f64,
+) -> Result<PromiseRaw<'env, NativeSwept>> {
+    promise(env, sweep(record, kill_timeout_ms))
+}
+
+async fn sweep(record: NativeGroupRecord, kill_timeout_ms: f64) -> Res<NativeSwept> {
     let pgid = to_pid(record.pgid)?.as_raw();
     // Session 0 is a real session: the one a container's init (and every
     // process under it that never called setsid) runs in.
@@ -61,7 +72,7 @@ pub async fn sweep_strays(record: NativeGroupRecord, kill_timeout_ms: f64) -> Re
         to_pid(record.session)?.as_raw()
     };
     if !record.alive_at_ms.is_finite() || !kill_timeout_ms.is_finite() || kill_timeout_ms < 0.0 {
-        return Err(coded(
+        return Err(JsErr::coded(
             "ERR_OUT_OF_RANGE",
             "aliveAt and killTimeoutMs must be finite",
         ));
@@ -78,7 +89,7 @@ pub async fn sweep_strays(record: NativeGroupRecord, kill_timeout_ms: f64) -> Re
     let timeout = std::time::Duration::from_secs_f64(kill_timeout_ms.min(2f64.powi(31)) / 1000.0);
     let swept = strays::sweep(&rec, timeout)
         .await
-        .map_err(|e| io_err(&e, "kill"))?;
+        .map_err(|e| JsErr::os(&e, "kill"))?;
     Ok(NativeSwept {
         killed: swept.killed,
         suspects: swept.suspects,
@@ -91,30 +102,28 @@ pub async fn sweep_strays(record: NativeGroupRecord, kill_timeout_ms: f64) -> Re
 /// child: nothing holds its pid for us). false when it has exited or the
 /// pid now holds another process.
 #[napi]
-pub fn signal_identified(pid: f64, identity: String, signal: i32) -> Result<bool> {
+pub fn signal_identified(env: Env, pid: f64, identity: String, signal: i32) -> Result<bool> {
+    throw(&env, signal_if_same(pid, &identity, signal))
+}
+
+fn signal_if_same(pid: f64, identity: &str, signal: i32) -> Res<bool> {
     let pid = to_pid(pid)?;
-    check_identity(Some(&identity))?;
-    let sig = Signal::from_raw(signal)
-        .ok_or_else(|| coded("ERR_OUT_OF_RANGE", format!("bad signal number {signal}")))?;
+    check_identity(Some(identity))?;
+    let sig = to_signal(signal)?;
     let pidfd = match sys::pidfd_open(pid) {
         Ok(fd) => fd,
         Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(false),
-        Err(e) => return Err(io_err(&e, "pidfd_open")),
+        Err(e) => return Err(JsErr::os(&e, "pidfd_open")),
     };
     match proc_info::stat_and_identity_of_pidfd(pid, &pidfd) {
-        Ok(Some((st, current))) if st.state.is_running() && same_process(&current, &identity) => {}
+        Ok(Some((st, current))) if st.state.is_running() && same_process(&current, identity) => {}
         Ok(_) => return Ok(false),
-        Err(proc_info::InfoError::Hidden) => {
-            return Err(io_err(
-                &std::io::Error::from_raw_os_error(libc::EACCES),
-                "kill",
-            ))
-        }
-        Err(proc_info::InfoError::Io(e)) => return Err(io_err(&e, "kill")),
+        Err(proc_info::InfoError::Hidden) => return Err(JsErr::system(libc::EACCES, "kill")),
+        Err(proc_info::InfoError::Io(e)) => return Err(JsErr::os(&e, "kill")),
     }
     match sys::pidfd_send_signal(pidfd.as_fd(), sig) {
         Ok(()) => Ok(true),
         Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(false),
-        Err(e) => Err(io_err(&e, "kill")),
+        Err(e) => Err(JsErr::os(&e, "kill")),
     }
 }

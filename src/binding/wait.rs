@@ -1,14 +1,13 @@
 //! `waitForExit`: validate, wait in the core (`crate::wait`), plain JS values.
 
-use napi::Result;
+use napi::bindgen_prelude::PromiseRaw;
+use napi::{Env, Result};
 use napi_derive::napi;
 use tokio::sync::watch;
 
-use std::io;
-
-use crate::errors::coded;
+use super::convert::{check_identity, exit_info, to_pid, NativeExitInfo};
+use super::errors::{promise, JsErr};
 use crate::pid::Pid;
-use crate::{check_identity, exit_info, to_pid, NativeExitInfo};
 
 #[napi(object)]
 pub struct NativeWaitResult {
@@ -46,38 +45,32 @@ impl NativeExitWait {
     }
 
     /// Resolves once `pid` has exited (a zombie counts), or at once when it
-    /// is not running or is not `identity`; null when cancelled.
-    #[napi]
-    pub async fn wait(
+    /// is not running or is not `identity`; null when cancelled. Bad
+    /// arguments reject.
+    #[napi(ts_return_type = "Promise<NativeWaitResult | null>")]
+    pub fn wait<'env>(
         &self,
+        env: &'env Env,
         pid: f64,
         identity: Option<String>,
-    ) -> Result<Option<NativeWaitResult>> {
-        let pid = to_pid(pid)?;
-        check_identity(identity.as_deref())?;
-        if pid == Pid::current() {
-            return Err(coded(
-                "ERR_OUT_OF_RANGE",
-                "waiting for this process's own exit would never end",
-            ));
-        }
+    ) -> Result<PromiseRaw<'env, Option<NativeWaitResult>>> {
         let cancel = self.cancel.subscribe();
-        let done = crate::wait::wait_for_exit(pid, identity.as_deref(), cancel)
-            .await
-            .map_err(|e| wait_err(&e))?;
-        Ok(done.map(|d| NativeWaitResult {
-            pid_reused: d.pid_reused,
-            exit: d.exit.map(exit_info),
-        }))
+        promise(env, async move {
+            let pid = to_pid(pid)?;
+            check_identity(identity.as_deref())?;
+            if pid == Pid::current() {
+                return Err(JsErr::coded(
+                    "ERR_OUT_OF_RANGE",
+                    "waiting for this process's own exit would never end",
+                ));
+            }
+            let done = crate::wait::wait_for_exit(pid, identity.as_deref(), cancel)
+                .await
+                .map_err(|e| JsErr::os(&e, crate::wait::OPEN_CALL))?;
+            Ok(done.map(|d| NativeWaitResult {
+                pid_reused: d.pid_reused,
+                exit: d.exit.map(exit_info),
+            }))
+        })
     }
-}
-
-#[cfg(unix)]
-fn wait_err(e: &io::Error) -> napi::Error {
-    crate::errors::io_err(e, "pidfd_open")
-}
-
-#[cfg(windows)]
-fn wait_err(e: &io::Error) -> napi::Error {
-    crate::binding::windows::win_err(e, "OpenProcess")
 }

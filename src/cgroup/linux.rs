@@ -698,23 +698,25 @@ pub async fn kill_recorded(path: &Path, id: u64, bound: Duration) -> Result<bool
     Ok(true)
 }
 
+/// The name prefix of this process's guarded cgroups (`<pid>-<start
+/// tick>-`): what the guardian kills when this process dies.
+pub fn guarded_prefix() -> String {
+    let (pid, tick) = owner();
+    parse::guarded_prefix(pid, tick)
+}
+
 /// A fresh cgroup for a child about to be spawned: under `parent` (or the
-/// default), named for the guardian when `guarded`, and that guardian told
-/// of the parent first. Nothing is left behind on failure.
+/// default), named for the guardian when `guarded`. `before`: told the
+/// parent first (the guardian, which must know it before any child is
+/// there). Nothing is left behind on failure.
 pub fn contain(
     parent: Option<&Path>,
     guarded: bool,
+    before: impl FnOnce(&Path) -> Result<(), CgroupError>,
 ) -> Result<std::sync::Arc<Cgroup>, CgroupError> {
     let default = parent.is_none();
     let parent = resolve_parent(parent)?;
-    if guarded {
-        let (pid, tick) = owner();
-        super::guardian::guard(&parent, &parse::guarded_prefix(pid, tick)).map_err(|e| {
-            CgroupError::Unavailable(format!(
-                "the guardian that kills contained children when this process dies (/bin/sh) could not start: {e}"
-            ))
-        })?;
-    }
+    before(&parent)?;
     match Cgroup::create(&parent, guarded) {
         // Our default parent was removed since we made it: make it again.
         Err(CgroupError::Io(e, "mkdir", _)) if default && e.kind() == io::ErrorKind::NotFound => {

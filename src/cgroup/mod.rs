@@ -1,8 +1,9 @@
 //! Containment: a child born inside a cgroup of its own, so that nothing it
 //! starts can escape (`setsid`, `setpgid`, a double fork, a daemon that
 //! drops privileges and with them `PR_SET_PDEATHSIG`). Linux cgroup v2 only
-//! (`linux`, with the parsers in `parse` and the death-time killer in
-//! `guardian`); elsewhere `support()` says why not (`other`).
+//! (`linux`, with the parsers in `parse`; the death-time killer, the
+//! guardian, is a supervised child: `exit_watch`); elsewhere `support()`
+//! says why not (`other`).
 //!
 //! Life of a contained child (see `exit_watch` for the exit side): its
 //! cgroup is made under the parent, the guardian is told the parent, the
@@ -13,13 +14,11 @@
 pub mod parse;
 
 #[cfg(target_os = "linux")]
-pub mod guardian;
-#[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
 pub use linux::{
-    contain, kill_recorded, owner, remove_when_empty, resolve_parent, support, wait_empty,
-    wait_empty_blocking, Cgroup,
+    contain, guarded_prefix, kill_recorded, owner, remove_when_empty, resolve_parent, support,
+    wait_empty, wait_empty_blocking, Cgroup,
 };
 
 #[cfg(not(target_os = "linux"))]

@@ -58,14 +58,13 @@ pub fn remove_when_empty(cg: std::sync::Arc<Cgroup>) {
 pub fn contain(
     _parent: Option<&std::path::Path>,
     _guarded: bool,
+    _before: impl FnOnce(&std::path::Path) -> Result<(), super::CgroupError>,
 ) -> Result<std::sync::Arc<Cgroup>, super::CgroupError> {
     Err(super::CgroupError::Unavailable(
         support().reason.unwrap_or_default(),
     ))
 }
 
-// Windows spawns through its own module, which has no cgroup to enter.
-#[cfg(unix)]
 impl Cgroup {
     pub fn into_spawn(&self) -> std::io::Result<crate::spawn::IntoCgroup> {
         match self.0 {}

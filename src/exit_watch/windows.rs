@@ -32,20 +32,56 @@ use windows_sys::Win32::System::Threading::{
     RegisterWaitForSingleObject, UnregisterWaitEx, INFINITE, WT_EXECUTEONLYONCE,
 };
 
+use super::{Backend, Containment, ExitStatus, OnExit, StartError, Started};
+use crate::cgroup::{self, Cgroup, CgroupError, Usage};
 use crate::pid::{Pid, Signal};
-use crate::proc_info::Identity;
+use crate::proc_info::{self, Identity, InfoError};
+use crate::spawn::{self, Command};
 use crate::sys;
 
-/// How a child ended, as JS will see it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ExitStatus {
-    Code(i32),
-    Signal(i32),
-    /// Not known (never produced on Windows; kept for the shared binding).
-    Unknown,
-}
+/// Never constructed: the process handle, which `Watched` keeps, is what
+/// tells of the exit here.
+pub enum ExitFd {}
 
-pub type OnExit = Box<dyn FnOnce(ExitStatus) + Send>;
+/// What a failed [`watch`] was doing, for the error JS gets.
+pub const WATCH_CALL: &str = "RegisterWaitForSingleObject";
+
+/// Starts `cmd` in a Job object of its own, not yet watched (see
+/// [`watch`]). `sweep_group`: the job (the whole tree) is terminated when
+/// the child exits. Containment in a cgroup is refused: the Job object is
+/// the containment here, and the error says so.
+pub fn start(
+    cmd: Command,
+    sweep_group: bool,
+    containment: Option<Containment>,
+) -> Result<Started, StartError> {
+    if containment.is_some() {
+        let why = cgroup::support().reason.unwrap_or_default();
+        return Err(StartError::Cgroup(CgroupError::Unavailable(why)));
+    }
+    let child = spawn::spawn(&cmd, false)?;
+    let identity = match proc_info::identity_of_handle(&child.process) {
+        Ok(id) => id,
+        Err(e) => {
+            let _ = sys::terminate_job(&child.job);
+            return Err(StartError::Supervise(e, "GetProcessTimes"));
+        }
+    };
+    let pgid = cmd.process_group.then_some(child.pid);
+    let watched = Watched::new(
+        child.pid,
+        pgid,
+        child.process,
+        child.job,
+        sweep_group,
+        identity,
+    );
+    Ok(Started {
+        watched,
+        exit_fd: None,
+        pipes: [None, None, None, None],
+    })
+}
 
 struct Inner {
     status: Option<ExitStatus>,
@@ -101,8 +137,48 @@ impl Watched {
         self.pgid
     }
 
-    pub fn identity(&self) -> &Identity {
-        &self.identity
+    /// Read from the process handle at spawn: always known.
+    pub fn identity(&self) -> Result<Identity, InfoError> {
+        Ok(self.identity.clone())
+    }
+
+    /// No cgroups on Windows (the Job object contains the tree instead).
+    pub fn cgroup(&self) -> Option<&Cgroup> {
+        None
+    }
+
+    pub fn cgroup_record(&self) -> Option<(std::path::PathBuf, u64)> {
+        None
+    }
+
+    /// Unknown here.
+    pub fn usage(&self) -> Option<Usage> {
+        None
+    }
+
+    /// `kill(sig)` as `child_process` does it on Windows: SIGBREAK is a
+    /// CTRL_BREAK_EVENT where it can reach the child (see `can_break`);
+    /// SIGTERM, SIGKILL, SIGINT and SIGQUIT terminate the child alone; any
+    /// other signal cannot be delivered (`Unsupported`, ENOSYS for JS).
+    /// false once it has exited.
+    pub fn signal_if_running(&self, sig: Signal) -> io::Result<bool> {
+        match sig {
+            Signal::BREAK if self.can_break() => self.ctrl_break(),
+            _ if matches!(sig.as_raw(), 2 | 3 | 9 | 15) => self.terminate(sig),
+            _ if self.is_settled() => Ok(false),
+            _ => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "{} cannot be delivered on Windows (SIGTERM, SIGKILL, SIGINT and SIGQUIT terminate; SIGBREAK needs a shared console)",
+                    sig.name().unwrap_or("this signal")
+                ),
+            )),
+        }
+    }
+
+    /// Takes the tree down again when no watcher could be started for it.
+    pub fn abandon(&self) {
+        let _ = self.terminate_job();
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -299,7 +375,14 @@ fn on_signalled(
 }
 
 /// Watches the child: on exit, sweep and settle, then `deliver` the status.
-pub fn watch(watched: &Arc<Watched>, deliver: OnExit) -> io::Result<()> {
+pub fn watch(
+    watched: &Arc<Watched>,
+    exit_fd: Option<ExitFd>,
+    deliver: OnExit,
+) -> io::Result<Backend> {
+    if let Some(fd) = exit_fd {
+        match fd {}
+    }
     let w = watched.clone();
     let wait = on_signalled(
         &watched.process,
@@ -311,7 +394,7 @@ pub fn watch(watched: &Arc<Watched>, deliver: OnExit) -> io::Result<()> {
         }),
     )?;
     *watched.wait.lock().unwrap_or_else(|e| e.into_inner()) = Some(wait);
-    Ok(())
+    Ok(Backend::Job)
 }
 
 /// A wait for any process handle (a bare pid's, for stop and waitForExit):

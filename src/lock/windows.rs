@@ -47,6 +47,7 @@ use windows_sys::Win32::System::Threading::{
 };
 use windows_sys::Win32::System::IO::{CancelIoEx, GetOverlappedResult, OVERLAPPED};
 
+use super::{Acquired, Cancel, Observed, OpenError, Try, WaitEnd};
 use crate::pid::Pid;
 use crate::proc_info::{self, InfoError};
 use crate::sys;
@@ -56,18 +57,14 @@ const LOCK_OFFSET: u64 = i64::MAX as u64;
 const RECORD_MAX: u32 = 64 * 1024;
 const RECORD_START: &[u8] = b"{\"pid\":";
 
-#[derive(Debug)]
-pub enum LockError {
-    Os { err: io::Error, op: &'static str },
-    Directory,
-    NotRegular,
-    Symlink,
-    HardLinked { links: u32 },
-    Foreign,
-}
+/// The call that reads a record, for the error a foreign file gets.
+pub const READ_CALL: &str = "read";
 
-fn os_err(op: &'static str) -> impl Fn(io::Error) -> LockError {
-    move |err| LockError::Os { err, op }
+/// The call that starts a waiter thread, for the error its failure gets.
+pub const THREAD_CALL: &str = "CreateThread";
+
+fn os_err(op: &'static str) -> impl Fn(io::Error) -> OpenError {
+    move |err| OpenError::Os { err, op }
 }
 
 /// A manual-reset event, closed on drop.
@@ -126,42 +123,44 @@ fn open_handle(path: &Path, create: bool) -> io::Result<OwnedHandle> {
     sys::owned(h, INVALID_HANDLE_VALUE)
 }
 
-fn check(h: &OwnedHandle) -> Result<(), LockError> {
+fn check(h: &OwnedHandle) -> Result<(), OpenError> {
     // SAFETY: all-zero is a valid out struct.
     let mut info: BY_HANDLE_FILE_INFORMATION = unsafe { std::mem::zeroed() };
     // SAFETY: a valid handle and out pointer.
     if unsafe { GetFileInformationByHandle(sys::raw(h), &mut info) } == 0 {
-        return Err(LockError::Os {
+        return Err(OpenError::Os {
             err: io::Error::last_os_error(),
             op: "GetFileInformationByHandle",
         });
     }
     if info.dwFileAttributes & FILE_ATTRIBUTE_REPARSE_POINT != 0 {
-        return Err(LockError::Symlink);
+        return Err(OpenError::Symlink);
     }
     if info.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY != 0 {
-        return Err(LockError::Directory);
+        return Err(OpenError::NotRegular { directory: true });
     }
     if info.nNumberOfLinks > 1 {
-        return Err(LockError::HardLinked {
-            links: info.nNumberOfLinks,
+        return Err(OpenError::HardLinked {
+            links: u64::from(info.nNumberOfLinks),
         });
     }
     Ok(())
 }
 
 impl LockFile {
-    pub fn open(path: &Path) -> Result<LockFile, LockError> {
+    /// `mode` and `allow_network_fs` have no meaning here (no Unix modes;
+    /// `LockFileEx` is the server's own lock on a share).
+    pub fn open(path: &Path, _mode: u32, _allow_network_fs: bool) -> Result<LockFile, OpenError> {
         // A directory cannot be opened as a file at all: say what it is.
         if let Ok(meta) = std::fs::symlink_metadata(path) {
             if meta.file_type().is_symlink() {
-                return Err(LockError::Symlink);
+                return Err(OpenError::Symlink);
             }
             if meta.is_dir() {
-                return Err(LockError::Directory);
+                return Err(OpenError::NotRegular { directory: true });
             }
             if !meta.is_file() {
-                return Err(LockError::NotRegular);
+                return Err(OpenError::NotRegular { directory: false });
             }
         }
         let h = open_handle(path, true).map_err(os_err("open"))?;
@@ -311,39 +310,28 @@ impl Drop for HeldLock {
     }
 }
 
-pub struct Acquired {
-    pub lock: HeldLock,
-    pub previous: Vec<u8>,
-    pub record: String,
-}
-
-pub enum Try {
-    Acquired(Acquired),
-    Held,
-}
-
 fn ours(content: &[u8]) -> bool {
     content.starts_with(RECORD_START) || RECORD_START.starts_with(content)
 }
 
 /// We hold the lock: read the previous record, write ours.
-fn take(file: LockFile, purpose: Option<&str>) -> Result<Acquired, LockError> {
+fn take(file: LockFile, purpose: Option<&str>) -> Result<Acquired, OpenError> {
     let previous = match file.read_record() {
         Ok(p) => p,
         Err(err) => {
             file.unlock();
-            return Err(LockError::Os { err, op: "read" });
+            return Err(OpenError::Os { err, op: "read" });
         }
     };
     if !ours(&previous) {
         file.unlock();
-        return Err(LockError::Foreign);
+        return Err(OpenError::Foreign);
     }
     let record = record_json(purpose);
     if let Err(err) = file.write_record(record.as_bytes()) {
         let _ = file.truncate(0);
         file.unlock();
-        return Err(LockError::Os { err, op: "write" });
+        return Err(OpenError::Os { err, op: "write" });
     }
     Ok(Acquired {
         lock: HeldLock { file: Some(file) },
@@ -352,21 +340,16 @@ fn take(file: LockFile, purpose: Option<&str>) -> Result<Acquired, LockError> {
     })
 }
 
-pub fn try_acquire(file: LockFile, purpose: Option<&str>) -> Result<Try, LockError> {
+pub fn try_acquire(file: LockFile, purpose: Option<&str>) -> Result<Try, OpenError> {
     if !file.lock_now().map_err(os_err("LockFileEx"))? {
         return Ok(Try::Held);
     }
     take(file, purpose).map(Try::Acquired)
 }
 
-pub struct Observed {
-    pub held: bool,
-    pub record: Vec<u8>,
-}
-
 /// Never creates the file; takes the lock only for the instant of the probe
 /// (Windows cannot be asked who holds a range), releasing it at once.
-pub fn read(path: &Path) -> Result<Option<Observed>, LockError> {
+pub fn read(path: &Path) -> Result<Option<Observed>, OpenError> {
     let h = match open_handle(path, false) {
         Ok(h) => h,
         Err(e)
@@ -377,7 +360,7 @@ pub fn read(path: &Path) -> Result<Option<Observed>, LockError> {
         {
             return Ok(None)
         }
-        Err(e) => return Err(LockError::Os { err: e, op: "open" }),
+        Err(e) => return Err(OpenError::Os { err: e, op: "open" }),
     };
     check(&h)?;
     let file = LockFile { h };
@@ -397,18 +380,6 @@ pub fn holder_running(pid: Pid, identity: &str) -> Result<bool, InfoError> {
 }
 
 // ---- waiting ----------------------------------------------------------------
-
-pub enum WaitEnd {
-    Acquired(Acquired),
-    Cancelled,
-    Failed(LockError),
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Cancel {
-    Cancelled,
-    TooLate,
-}
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -492,7 +463,7 @@ fn run_wait(file: LockFile, purpose: Option<&str>, shared: &Shared) -> WaitEnd {
         Ok(g) => g,
         Err(err) => {
             *shared.state() = State::Done;
-            return WaitEnd::Failed(LockError::Os {
+            return WaitEnd::Failed(OpenError::Os {
                 err,
                 op: "LockFileEx",
             });

@@ -39,6 +39,13 @@ use super::{Identity, IdentitySeed, InfoError, ProcState, ProcessInfo, ThreadOf}
 use crate::pid::Pid;
 use crate::sys;
 
+/// The call whose failure a liveness or info error names.
+pub const INFO_CALL: &str = "read /proc";
+
+/// Why a process that exists cannot be seen ([`InfoError::Hidden`]).
+pub const HIDDEN_REASON: &str =
+    "the process exists but /proc (hidepid) does not show it to this user";
+
 /// Enough for any stat line (about 300 bytes; the name is at most 15 bytes).
 const STAT_BUF: usize = 1024;
 /// Slots in the cache (least recently used out first). Bounded so the addon

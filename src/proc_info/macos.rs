@@ -23,6 +23,12 @@ use super::stat::Stat;
 use super::{Identity, InfoError, ProcState, ProcessInfo};
 use crate::pid::Pid;
 
+/// The call whose failure a liveness or info error names.
+pub const INFO_CALL: &str = "proc_pidinfo";
+
+/// Why a process that exists cannot be seen ([`InfoError::Hidden`]).
+pub const HIDDEN_REASON: &str = "the process exists but this user may not inspect it";
+
 /// `kern.boottime` as a string, read once: a pidfile from before a reboot
 /// never matches.
 fn boot_id() -> &'static str {

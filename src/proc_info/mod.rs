@@ -12,7 +12,7 @@ mod linux;
 pub use linux::{
     child_identity, current_boot, forget, identity_from, identity_of, identity_of_pidfd,
     is_running, is_running_as, pidfd_inode, prepare_identity, process_info, start_tick_between,
-    stat_and_identity_of_pidfd, stat_of, thread_of,
+    stat_and_identity_of_pidfd, stat_of, thread_of, HIDDEN_REASON, INFO_CALL,
 };
 
 #[cfg(target_os = "macos")]
@@ -21,13 +21,16 @@ mod macos;
 pub use macos::{
     child_identity, forget, identity_from, identity_of, identity_of_pidfd, is_running,
     is_running_as, pidfd_inode, prepare_identity, process_info, start_tick_between,
-    stat_and_identity_of_pidfd, thread_of,
+    stat_and_identity_of_pidfd, thread_of, HIDDEN_REASON, INFO_CALL,
 };
 
 #[cfg(windows)]
 mod windows;
 #[cfg(windows)]
-pub use windows::{identity_of_handle, is_running, is_running_as, process_info, thread_of};
+pub use windows::{
+    identity_of_handle, is_running, is_running_as, process_info, thread_of, HIDDEN_REASON,
+    INFO_CALL,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProcState {

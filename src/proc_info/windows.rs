@@ -24,6 +24,12 @@ use super::{Identity, InfoError, ProcState, ProcessInfo, ThreadOf};
 use crate::pid::Pid;
 use crate::sys;
 
+/// The call whose failure a liveness or info error names.
+pub const INFO_CALL: &str = "OpenProcess";
+
+/// Why a process that exists cannot be seen ([`InfoError::Hidden`]).
+pub const HIDDEN_REASON: &str = "the process exists but cannot be opened";
+
 const BOOT_TAG: &str = "win";
 
 /// The identity of the process behind `h` (any process handle with

@@ -51,30 +51,20 @@ use windows_sys::Win32::System::Threading::{
     STARTUPINFOEXW,
 };
 
+use super::{At, Command, SpawnError, Stdio};
 use crate::pid::Pid;
 use crate::sys;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Stdio {
-    Ignore,
-    Inherit,
-    File { path: PathBuf, append: bool },
-}
-
+/// Never constructed: no cgroups here (every child is contained by its Job
+/// object instead).
 #[derive(Clone, Debug)]
-pub struct Command {
-    pub program: String,
-    pub args: Vec<String>,
-    pub env: Vec<(OsString, OsString)>,
-    pub cwd: Option<PathBuf>,
-    pub stdio: [Stdio; 3],
-    /// A new console process group (CREATE_NEW_PROCESS_GROUP), so that
-    /// CTRL_BREAK_EVENT can be sent to the child's group alone.
-    pub process_group: bool,
-    /// Kill the tree when this process dies (the job's KILL_ON_JOB_CLOSE).
-    pub kill_on_close: bool,
-    /// The first word of the command line instead of the program.
-    pub argv0: Option<String>,
+pub enum IntoCgroup {}
+
+/// Never constructed: no `'pipe'` stdio here (refused at spawn).
+pub enum Pipe {}
+
+pub fn pipe_into_raw(p: Pipe) -> i32 {
+    match p {}
 }
 
 pub struct Child {
@@ -83,23 +73,7 @@ pub struct Child {
     pub job: OwnedHandle,
 }
 
-#[derive(Debug)]
-pub enum SpawnError {
-    Invalid(String),
-    /// `at`: "spawn" (finding or starting the program) or "chdir" (the cwd).
-    Os {
-        err: io::Error,
-        at: &'static str,
-        syscall: &'static str,
-    },
-    /// Opening the stdio file of `fd`.
-    File {
-        fd: usize,
-        err: io::Error,
-    },
-}
-
-fn os(at: &'static str, syscall: &'static str) -> impl Fn(io::Error) -> SpawnError {
+fn os(at: At, syscall: &'static str) -> impl Fn(io::Error) -> SpawnError {
     move |err| SpawnError::Os { err, at, syscall }
 }
 
@@ -330,6 +304,7 @@ fn null_device() -> io::Result<OwnedHandle> {
 fn stdio_handle(fd: usize, spec: &Stdio) -> Result<OwnedHandle, SpawnError> {
     let read = fd == 0;
     let r = match spec {
+        Stdio::Pipe => return Err(unsupported("stdio 'pipe'")),
         Stdio::Ignore => null_device(),
         Stdio::Inherit => inherit_own([STD_INPUT_HANDLE, STD_OUTPUT_HANDLE, STD_ERROR_HANDLE][fd]),
         Stdio::File { path, .. } if read => {
@@ -346,7 +321,11 @@ fn stdio_handle(fd: usize, spec: &Stdio) -> Result<OwnedHandle, SpawnError> {
             append: false,
         } => open_inheritable(path.as_os_str(), GENERIC_WRITE, CREATE_ALWAYS),
     };
-    r.map_err(|err| SpawnError::File { fd, err })
+    r.map_err(|err| SpawnError::File {
+        fd,
+        err,
+        reason: None,
+    })
 }
 
 /// A PROC_THREAD_ATTRIBUTE_LIST with room for two attributes, deleted on drop.
@@ -401,29 +380,47 @@ impl Drop for AttrList {
     }
 }
 
-pub fn spawn(cmd: &Command) -> Result<Child, SpawnError> {
+fn unsupported(what: &str) -> SpawnError {
+    SpawnError::Unsupported(format!("{what} is not supported on Windows"))
+}
+
+/// Starts `cmd` in a Job object of its own. `_want_pidfd`: no pidfds here
+/// (the process handle plays that part).
+pub fn spawn(cmd: &Command, _want_pidfd: bool) -> Result<Child, SpawnError> {
+    if cmd.uid.is_some() || cmd.gid.is_some() {
+        return Err(unsupported("uid/gid"));
+    }
+    if cmd.notify_fd.is_some() {
+        return Err(unsupported("a readiness fd (notifyFd)"));
+    }
+    if cmd.stdio.contains(&Stdio::Pipe) {
+        return Err(unsupported("stdio 'pipe'"));
+    }
+    if let Some(c) = &cmd.cgroup {
+        match *c {}
+    }
     let cwd = match &cmd.cwd {
         Some(dir) => {
-            let meta = std::fs::metadata(dir).map_err(os("chdir", "chdir"))?;
+            let meta = std::fs::metadata(dir).map_err(os(At::Chdir, "chdir"))?;
             if !meta.is_dir() {
                 return Err(SpawnError::Os {
                     err: io::Error::from_raw_os_error(
                         windows_sys::Win32::Foundation::ERROR_DIRECTORY as i32,
                     ),
-                    at: "chdir",
+                    at: At::Chdir,
                     syscall: "chdir",
                 });
             }
             dir.clone()
         }
-        None => std::env::current_dir().map_err(os("chdir", "getcwd"))?,
+        None => std::env::current_dir().map_err(os(At::Chdir, "getcwd"))?,
     };
     let block = env_block(&cmd.env)?;
     let path_var = env_get(&cmd.env, "PATH");
     let program =
         resolve(&cmd.program, &cwd, path_var, &|p| p.is_file()).ok_or(SpawnError::Os {
             err: not_found(),
-            at: "spawn",
+            at: At::Spawn,
             syscall: "spawn",
         })?;
     let argv0 = cmd.argv0.as_deref().unwrap_or(&cmd.program);
@@ -436,16 +433,16 @@ pub fn spawn(cmd: &Command) -> Result<Child, SpawnError> {
         stdio_handle(2, &cmd.stdio[2])?,
     ];
     let raw: Vec<HANDLE> = handles.iter().map(sys::raw).collect();
-    let job = sys::job(cmd.kill_on_close).map_err(os("spawn", "CreateJobObjectW"))?;
+    let job = sys::job(cmd.death_signal.is_some()).map_err(os(At::Spawn, "CreateJobObjectW"))?;
     let jobs = [sys::raw(&job)];
 
-    let mut attrs = AttrList::new().map_err(os("spawn", "InitializeProcThreadAttributeList"))?;
+    let mut attrs = AttrList::new().map_err(os(At::Spawn, "InitializeProcThreadAttributeList"))?;
     attrs
         .set(PROC_THREAD_ATTRIBUTE_HANDLE_LIST, raw.as_ptr(), raw.len())
-        .map_err(os("spawn", "UpdateProcThreadAttribute"))?;
+        .map_err(os(At::Spawn, "UpdateProcThreadAttribute"))?;
     attrs
         .set(PROC_THREAD_ATTRIBUTE_JOB_LIST, jobs.as_ptr(), 1)
-        .map_err(os("spawn", "UpdateProcThreadAttribute"))?;
+        .map_err(os(At::Spawn, "UpdateProcThreadAttribute"))?;
 
     // SAFETY: all-zero is a valid STARTUPINFOEXW; the fields used are set below.
     let mut si: STARTUPINFOEXW = unsafe { std::mem::zeroed() };
@@ -484,20 +481,20 @@ pub fn spawn(cmd: &Command) -> Result<Child, SpawnError> {
     if ok == 0 {
         return Err(SpawnError::Os {
             err: io::Error::last_os_error(),
-            at: "spawn",
+            at: At::Spawn,
             syscall: "spawn",
         });
     }
     drop(attrs);
     drop(handles);
     drop(sys::owned(pi.hThread, ptr::null_mut()));
-    let process = sys::owned(pi.hProcess, ptr::null_mut()).map_err(os("spawn", "spawn"))?;
+    let process = sys::owned(pi.hProcess, ptr::null_mut()).map_err(os(At::Spawn, "spawn"))?;
     let pid = Pid::from_raw(pi.dwProcessId as i32).map_err(|e| SpawnError::Os {
         // A pid beyond the range procward accepts: the child is taken down
         // again (the job, dropped with this error, kills it if the flag is
         // not set, terminate_job does).
         err: io::Error::other(e.to_string()),
-        at: "spawn",
+        at: At::Spawn,
         syscall: "spawn",
     });
     let pid = match pid {

@@ -18,10 +18,6 @@
 //! `signal: SIGKILL` is a kill deadline of "now". Nothing can loosen them:
 //! the combined stop ends no later than the soonest bound any caller asked for.
 
-#[cfg(unix)]
-pub mod targets;
-#[cfg(windows)]
-#[path = "targets_windows.rs"]
 pub mod targets;
 
 use std::future::Future;
@@ -42,6 +38,12 @@ pub trait StopTarget {
     /// True as soon as the target has exited; false once `deadline` passed
     /// (at once if it already has).
     fn wait_exit(&mut self, deadline: Instant) -> impl Future<Output = bool> + Send;
+    /// The first signal actually sent for a plan's `requested` one: itself,
+    /// where the target can take it (Windows has no SIGTERM: see
+    /// `targets::windows`).
+    fn first_signal(&self, requested: Signal) -> Signal {
+        requested
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -178,6 +180,10 @@ pub async fn run<T: StopTarget>(
     plan: &StopPlan,
     escalation: &Escalation,
 ) -> io::Result<StopReport> {
+    let plan = &StopPlan {
+        signal: target.first_signal(plan.signal),
+        ..*plan
+    };
     let mut clock = Clock {
         own: Deadlines::of(plan, Instant::now()),
         escalation: escalation.0.subscribe(),

@@ -29,6 +29,9 @@ use crate::pid::Pid;
 use crate::proc_info::{self, ProcState};
 use crate::sys;
 
+/// The call whose failure a wait error names.
+pub const OPEN_CALL: &str = "pidfd_open";
+
 /// Must run inside a tokio runtime (the pidfd joins its reactor).
 pub async fn wait_for_exit(
     pid: Pid,

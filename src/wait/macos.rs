@@ -27,6 +27,9 @@ use crate::pid::Pid;
 use crate::proc_info;
 use crate::sys;
 
+/// The call whose failure a wait error names.
+pub const OPEN_CALL: &str = "kevent";
+
 /// Must run inside a tokio runtime (the kqueue joins its reactor).
 pub async fn wait_for_exit(
     pid: Pid,

@@ -17,15 +17,15 @@ mod budget;
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
-pub use linux::wait_for_exit;
+pub use linux::{wait_for_exit, OPEN_CALL};
 #[cfg(target_os = "macos")]
 mod macos;
 #[cfg(target_os = "macos")]
-pub use macos::wait_for_exit;
+pub use macos::{wait_for_exit, OPEN_CALL};
 #[cfg(windows)]
 mod windows;
 #[cfg(windows)]
-pub use windows::wait_for_exit;
+pub use windows::{wait_for_exit, OPEN_CALL};
 
 use std::io;
 use std::time::Duration;

@@ -12,6 +12,9 @@ use crate::pid::Pid;
 use crate::proc_info;
 use crate::sys;
 
+/// The call whose failure a wait error names.
+pub const OPEN_CALL: &str = "OpenProcess";
+
 pub async fn wait_for_exit(
     pid: Pid,
     identity: Option<&str>,

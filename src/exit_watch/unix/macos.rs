@@ -8,9 +8,10 @@
 //! kqueue can be had, or the child is already past being watched (exiting,
 //! or a zombie: `kevent` says ESRCH), or `PROCWARD_EXIT_WATCH=fallback` is
 //! set, a waiter thread blocks instead (`fallback`; on macOS its blocking
-//! wait is itself a kqueue wait, see `sys_macos::waitid_pid`).
+//! wait is itself a kqueue wait, see `sys::waitid_pid` on macOS).
 //!
-//! There is no delivery on the JS loop here (`js_loop` is Linux-only), so
+//! There is no delivery on the JS loop here (the binding's `js_loop` is
+//! Linux-only), so
 //! [`watch_beside_loop`] is never reached; it exists for the binding layer.
 
 use std::io;
@@ -20,7 +21,8 @@ use std::sync::Arc;
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
-use super::{fallback, forced_fallback, Backend, OnExit, Watched};
+use super::{fallback, forced_fallback, OnExit, Watched};
+use crate::exit_watch::Backend;
 use crate::sys::{self, WaitStatus};
 
 fn start(watched: Arc<Watched>, kq: OwnedFd, on_exit: OnExit) -> io::Result<()> {
@@ -80,4 +82,12 @@ pub fn watch_beside_loop(
     _defer: std::time::Duration,
 ) -> io::Result<()> {
     watch(watched, pidfd, Box::new(|_| {})).map(drop)
+}
+
+/// No cgroups on macOS: `cgroup::contain` says why.
+pub fn contain(
+    parent: Option<&std::path::Path>,
+    guarded: bool,
+) -> Result<Arc<crate::cgroup::Cgroup>, crate::cgroup::CgroupError> {
+    crate::cgroup::contain(parent, guarded, |_| Ok(()))
 }

@@ -5,7 +5,7 @@
 //! one, and a local one without it would be refused by mistake. Pure, so
 //! that it is tested on Linux too.
 
-use super::unix::FsKind;
+use super::os::FsKind;
 
 /// Network filesystems, where `flock` is forwarded to (or emulated over) a
 /// server, and a network partition can leave two holders: NFS (NLM or v4

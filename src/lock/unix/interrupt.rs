@@ -546,5 +546,4 @@ impl InterruptHandle {
 unsafe impl Send for InterruptHandle {}
 
 #[cfg(test)]
-#[path = "interrupt_tests.rs"]
 mod tests;

@@ -9,7 +9,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::OnceLock;
 
 use super::interrupt::{disposition, install, Flavour, SIGURG_SOCKET};
-use super::unix::{cvt, FsKind};
+use super::os::{cvt, FsKind};
 
 // ---- filesystems ------------------------------------------------------------
 

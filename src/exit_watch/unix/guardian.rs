@@ -36,7 +36,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::exit_watch::{self, Watched};
+use super::{register, watch, Watched};
 use crate::spawn::{self, Command, Stdio};
 
 const SCRIPT: &str = r#"p=$1
@@ -164,7 +164,7 @@ fn start(prefix: &str, dirs: impl Iterator<Item = String>) -> io::Result<Guardia
     };
     let mut child = spawn::spawn(&cmd, true).map_err(|e| match e {
         spawn::SpawnError::Os { err, .. } | spawn::SpawnError::File { err, .. } => err,
-        spawn::SpawnError::Invalid(m) => io::Error::other(m),
+        spawn::SpawnError::Invalid(m) | spawn::SpawnError::Unsupported(m) => io::Error::other(m),
     })?;
     let write: OwnedFd = child.pipes[0]
         .take()
@@ -174,7 +174,7 @@ fn start(prefix: &str, dirs: impl Iterator<Item = String>) -> io::Result<Guardia
     let flags = unsafe { libc::fcntl(write.as_raw_fd(), libc::F_GETFL) };
     // SAFETY: as above.
     unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) };
-    let watched = exit_watch::register(
+    let watched = register(
         child.pid,
         None,
         false,
@@ -187,7 +187,7 @@ fn start(prefix: &str, dirs: impl Iterator<Item = String>) -> io::Result<Guardia
             .name("procward-guardian".into())
             .spawn(replace_dead);
     });
-    if let Err(e) = exit_watch::watch(&watched, child.pidfd.take(), on_exit) {
+    if let Err(e) = watch(&watched, child.pidfd.take(), on_exit) {
         let _ = crate::sys::kill(child.pid, crate::pid::Signal::KILL);
         let _ = crate::sys::waitid_pid(child.pid, libc::WEXITED);
         return Err(e);

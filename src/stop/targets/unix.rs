@@ -29,10 +29,11 @@ use tokio::io::Interest;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::StopTarget;
-use crate::exit_watch::{ExitStatus, Watched};
+use super::{run_opened, Open, PidStop};
+use crate::exit_watch::{self, ExitStatus, Watched};
 use crate::pid::{Pid, Signal};
 use crate::proc_info::{self, Identity};
+use crate::stop::{Escalation, StopPlan, StopTarget};
 use crate::sys;
 
 pub struct ChildTarget {
@@ -81,16 +82,6 @@ pub struct PidfdTarget {
     /// Some(pid) when the whole group is to be signalled: the target leads
     /// its own group (checked at open).
     group: Option<Pid>,
-}
-
-/// A bare pid to stop, or why there is nothing to stop.
-pub enum Open<T> {
-    Target(T),
-    /// No such process, or a zombie (whoever it is).
-    Gone,
-    /// A live process holds the pid, but not the one `identity` names: the
-    /// pid was reused (or `identity` is not one we issued).
-    Reused,
 }
 
 /// A signal's result: sent, or not because the target is gone (ESRCH).
@@ -279,5 +270,36 @@ impl StopTarget for PollTarget {
         let pid = self.pid;
         let identity = self.identity.clone();
         async move { crate::wait::poll_until_exit(pid, identity.as_deref(), Some(deadline)).await }
+    }
+}
+
+/// Stops a bare pid: through a pidfd where one can be had, else polling.
+pub async fn stop_pid(
+    pid: Pid,
+    identity: Option<&str>,
+    group: bool,
+    plan: &StopPlan,
+    escalation: &Escalation,
+) -> io::Result<PidStop> {
+    let pidfd_target = if exit_watch::forced_fallback() {
+        None
+    } else {
+        match PidfdTarget::open(pid, identity, group) {
+            Ok(t) => Some(t),
+            // No pidfd to be had (old kernel, EMFILE): poll instead.
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ENOSYS) | Some(libc::EMFILE) | Some(libc::ENFILE)
+                ) =>
+            {
+                None
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    match pidfd_target {
+        Some(opened) => run_opened(opened, plan, escalation).await,
+        None => run_opened(PollTarget::open(pid, identity, group)?, plan, escalation).await,
     }
 }

@@ -1,4 +1,4 @@
-//! Thin safe wrappers over the Win32 calls procward makes (Windows' `sys.rs`):
+//! Thin safe wrappers over the Win32 calls procward makes:
 //! process and job handles, zero-timeout waits, creation times, console
 //! control events, and the Win32 → errno mapping for errors bound for JS.
 //!
@@ -242,13 +242,14 @@ pub fn ctrl_break(group: u32) -> io::Result<()> {
 }
 
 /// The errno for a Win32 error, for errors bound for JS (whose codes are
-/// errno names): the common cases, as libuv maps them.
-pub fn errno_of(err: &io::Error) -> i32 {
+/// errno names): the common cases, as libuv maps them. None for one of ours
+/// that says the OS lacks something (`ErrorKind::Unsupported`).
+pub fn errno_of(err: &io::Error) -> Option<i32> {
     use windows_sys::Win32::Foundation as f;
     let Some(code) = err.raw_os_error() else {
-        return libc::EIO;
+        return (err.kind() != io::ErrorKind::Unsupported).then_some(libc::EIO);
     };
-    match code as u32 {
+    Some(match code as u32 {
         f::ERROR_FILE_NOT_FOUND
         | f::ERROR_PATH_NOT_FOUND
         | f::ERROR_INVALID_NAME
@@ -269,5 +270,5 @@ pub fn errno_of(err: &io::Error) -> i32 {
         f::ERROR_BROKEN_PIPE | f::ERROR_NO_DATA => libc::EPIPE,
         f::ERROR_CANT_RESOLVE_FILENAME => libc::ELOOP,
         _ => libc::EIO,
-    }
+    })
 }

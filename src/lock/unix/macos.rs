@@ -7,7 +7,7 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 
 use super::interrupt::{Flavour, SIGURG_SOCKET};
 use super::macos_fs::fs_kind_by_name;
-use super::unix::{cvt, FsKind};
+use super::os::{cvt, FsKind};
 
 // ---- filesystems ------------------------------------------------------------
 

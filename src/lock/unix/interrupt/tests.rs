@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicU32;
 use std::sync::{mpsc, Arc, Barrier};
 use std::time::Duration;
 
-use super::super::unix::{open_for_lock, try_lock_exclusive};
+use super::super::os::{open_for_lock, try_lock_exclusive};
 use super::*;
 
 /// One at a time: some change a signal's disposition, which all of them use.

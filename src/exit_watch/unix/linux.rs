@@ -20,7 +20,9 @@ use std::sync::Arc;
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
-use super::{fallback, OnExit, Watched};
+use super::{fallback, forced_fallback, guardian, OnExit, Ordering, Watched};
+use crate::cgroup::{self, Cgroup, CgroupError};
+use crate::exit_watch::Backend;
 use crate::sys::{self, WaitStatus};
 
 /// `defer`: another driver (the JS loop) normally settles this child; wait
@@ -79,4 +81,71 @@ pub fn start(
             .await;
     });
     Ok(())
+}
+
+/// The native reaper beside the JS loop (the binding's `js_loop`): settles the child
+/// itself only if the loop has not done so within `defer` of the exit — at
+/// once when the loop is free, a millisecond later when it is blocked.
+pub fn watch_beside_loop(
+    watched: &Arc<Watched>,
+    pidfd: Option<OwnedFd>,
+    defer: std::time::Duration,
+) -> std::io::Result<()> {
+    // A contained child is never settled by the loop (see `try_settle`):
+    // no reason to leave it to the loop first.
+    let defer = if watched.contained.is_some() {
+        std::time::Duration::ZERO
+    } else {
+        defer
+    };
+    match pidfd {
+        Some(fd) if crate::runtime::handle().is_ok() => {
+            start(watched.clone(), fd, Box::new(|_| {}), Some(defer))
+        }
+        _ => fallback::start(watched.clone(), Box::new(|_| {})),
+    }?;
+    watched.native.store(true, Ordering::Release);
+    Ok(())
+}
+
+/// Starts watching a freshly spawned child on a back-end of this module.
+/// `on_exit` runs (on a runtime or waiter thread) after the reap.
+pub fn watch(
+    watched: &Arc<Watched>,
+    pidfd: Option<OwnedFd>,
+    on_exit: OnExit,
+) -> std::io::Result<Backend> {
+    // Without the runtime (it could not start: EMFILE, say) the pidfd is
+    // dropped and a waiter thread serves.
+    let backend = match pidfd {
+        Some(fd) if !forced_fallback() && crate::runtime::handle().is_ok() => {
+            start(watched.clone(), fd, on_exit, None)?;
+            Backend::PidfdTokio
+        }
+        _ => {
+            fallback::start(watched.clone(), on_exit)?;
+            Backend::Fallback
+        }
+    };
+    watched.native.store(true, Ordering::Release);
+    Ok(backend)
+}
+
+/// A contained spawn's cgroup, made before the child. `guarded` (the child
+/// dies with this process): named for the guardian, which is told of the
+/// parent first and kills the cgroup when this process dies.
+pub fn contain(
+    parent: Option<&std::path::Path>,
+    guarded: bool,
+) -> Result<Arc<Cgroup>, CgroupError> {
+    cgroup::contain(parent, guarded, |dir| {
+        if !guarded {
+            return Ok(());
+        }
+        guardian::guard(dir, &cgroup::guarded_prefix()).map_err(|e| {
+            CgroupError::Unavailable(format!(
+                "the guardian that kills contained children when this process dies (/bin/sh) could not start: {e}"
+            ))
+        })
+    })
 }

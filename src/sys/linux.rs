@@ -1,24 +1,13 @@
-//! Thin, safe wrappers over the raw Linux calls procward makes. Each wrapper
+//! The Linux wrappers: pidfds, `waitid`, clocks, `/proc`-adjacent fd
+//! checks (the POSIX calls shared with macOS are in `unix`). Each wrapper
 //! holds exactly one `unsafe` call; callers never see a raw pointer.
-//!
-//! Every function that signals takes a [`Pid`], which is always positive, so
-//! nothing here can be asked to signal a group by accident. Signalling a
-//! group is a separate, explicit call ([`killpg`]).
-#![cfg(target_os = "linux")]
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use super::unix::{cvt, WaitStatus};
 use crate::pid::{Pid, Signal};
-
-fn cvt(ret: libc::c_long) -> io::Result<libc::c_long> {
-    if ret == -1 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
-    }
-}
 
 /// `pidfd_open(2)` (Linux 5.3). The fd refers to this very process for as
 /// long as it is open, whatever later happens to the pid number. It turns
@@ -57,26 +46,6 @@ pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, sig: Signal) -> io::Result<()> {
     .map(drop)
 }
 
-/// Whether `fd` is readable now (for a pidfd: the process has exited).
-pub fn is_readable_now(fd: BorrowedFd<'_>) -> io::Result<bool> {
-    let mut pfd = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    loop {
-        // SAFETY: one valid pollfd, zero timeout.
-        let ret = unsafe { libc::poll(&mut pfd, 1, 0) };
-        if ret >= 0 {
-            return Ok(ret > 0 && pfd.revents & (libc::POLLIN | libc::POLLHUP) != 0);
-        }
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(err);
-        }
-    }
-}
-
 /// The inode number of an fd. For a pidfd on a kernel with pidfs (6.9+) this
 /// is unique for the life of the boot: it is never handed to a later process.
 pub fn inode_of(fd: BorrowedFd<'_>) -> io::Result<u64> {
@@ -86,49 +55,6 @@ pub fn inode_of(fd: BorrowedFd<'_>) -> io::Result<u64> {
     // SAFETY: fstat succeeded, so the buffer is initialised.
     let st = unsafe { st.assume_init() };
     Ok(st.st_ino)
-}
-
-/// `kill(pid, 0)`: Ok when the pid exists and we may signal it; EPERM when it
-/// exists but we may not; ESRCH when there is no such pid. A zombie exists.
-pub fn probe(pid: Pid) -> io::Result<()> {
-    // SAFETY: plain syscall; pid is positive, so only this pid is addressed.
-    cvt(unsafe { libc::kill(pid.as_raw(), 0) } as libc::c_long).map(drop)
-}
-
-pub fn kill(pid: Pid, sig: Signal) -> io::Result<()> {
-    // SAFETY: plain syscall; pid is positive, so only this pid is addressed.
-    cvt(unsafe { libc::kill(pid.as_raw(), sig.as_raw()) } as libc::c_long).map(drop)
-}
-
-/// `killpg(pgid, sig)`. Only ever called with the pgid of a group whose leader
-/// is our own unreaped child (so the id cannot have been recycled), or after a
-/// pidfd check documented at the call site.
-pub fn killpg(pgid: Pid, sig: Signal) -> io::Result<()> {
-    // killpg(1, ..) is kill(-1, ..) in the C library: every process we may
-    // signal. Group 1 is init's, never one we stop.
-    if pgid.as_raw() == 1 {
-        return Err(io::Error::from_raw_os_error(libc::EINVAL));
-    }
-    // SAFETY: plain syscall; pgid is positive (a Pid), so pgid 0 ("our own
-    // group") cannot be named, and pgid 1 (every process) was refused above.
-    cvt(unsafe { libc::killpg(pgid.as_raw(), sig.as_raw()) } as libc::c_long).map(drop)
-}
-
-/// `getpgid(pid)`: the process group `pid` is in now (a zombie's too, until
-/// it is reaped). A process may leave the group it led (`setpgid`), so the
-/// group a stop signals and the group its leader is in can differ.
-pub fn getpgid(pid: Pid) -> io::Result<i32> {
-    // SAFETY: plain syscall; pid is positive, so only this pid is asked about.
-    cvt(unsafe { libc::getpgid(pid.as_raw()) } as libc::c_long).map(|g| g as i32)
-}
-
-/// How a child ended, as `waitid` reports it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WaitStatus {
-    Exited(i32),
-    Signaled(i32),
-    /// Not exited yet (only with WNOHANG).
-    StillAlive,
 }
 
 /// `waitid(P_PID, pid, flags)`. With `WNOWAIT` the child stays a zombie, so

@@ -1,7 +1,6 @@
-//! macOS counterpart of `sys.rs`, mounted as `crate::sys` there: the same
-//! names with the same meanings, so the shared modules (`exit_watch`, `stop`,
-//! the binding layer) compile unchanged. Each wrapper holds one `unsafe`
-//! call; callers never see a raw pointer.
+//! The macOS wrappers: the same names and meanings as Linux's where both
+//! have the call (the shared ones are in `unix`). Each wrapper holds one
+//! `unsafe` call; callers never see a raw pointer.
 //!
 //! Where macOS differs from Linux:
 //! - No pidfd. `pidfd_open` and `pidfd_send_signal` fail with ENOSYS, as on
@@ -15,21 +14,13 @@
 //!   `CLD_STOPPED`, reported on macOS 15 and 26), and for a child killed by a
 //!   signal its `si_status` does not hold the signal number. wait(2) on
 //!   macOS documents `WNOWAIT` and `WEXITED` for waitid without saying either.
-#![cfg(target_os = "macos")]
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 
+use super::unix::{cvt, WaitStatus};
 use crate::pid::{Pid, Signal};
-
-fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
-    if ret == -1 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
-    }
-}
 
 fn enosys() -> io::Error {
     io::Error::from_raw_os_error(libc::ENOSYS)
@@ -45,57 +36,6 @@ pub fn pidfd_send_signal(_pidfd: BorrowedFd<'_>, _sig: Signal) -> io::Result<()>
     Err(enosys())
 }
 
-/// Whether `fd` is readable now (for a kqueue: an event is pending).
-pub fn is_readable_now(fd: BorrowedFd<'_>) -> io::Result<bool> {
-    let mut pfd = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    loop {
-        // SAFETY: one valid pollfd, zero timeout.
-        let ret = unsafe { libc::poll(&mut pfd, 1, 0) };
-        if ret >= 0 {
-            return Ok(ret > 0 && pfd.revents & (libc::POLLIN | libc::POLLHUP) != 0);
-        }
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(err);
-        }
-    }
-}
-
-/// `kill(pid, 0)`: Ok when the pid exists and we may signal it; EPERM when it
-/// exists but we may not; ESRCH when there is no such pid. A zombie exists
-/// (kill(2): "an existing process might be a zombie").
-pub fn probe(pid: Pid) -> io::Result<()> {
-    // SAFETY: plain syscall; pid is positive, so only this pid is addressed.
-    cvt(unsafe { libc::kill(pid.as_raw(), 0) }).map(drop)
-}
-
-pub fn kill(pid: Pid, sig: Signal) -> io::Result<()> {
-    // SAFETY: plain syscall; pid is positive, so only this pid is addressed.
-    cvt(unsafe { libc::kill(pid.as_raw(), sig.as_raw()) }).map(drop)
-}
-
-/// `killpg(pgid, sig)`, under the same rules as on Linux (see `sys.rs`).
-pub fn killpg(pgid: Pid, sig: Signal) -> io::Result<()> {
-    // killpg(1, ..) is kill(-1, ..) in the C library: every process we may
-    // signal. Group 1 is init's, never one we stop.
-    if pgid.as_raw() == 1 {
-        return Err(io::Error::from_raw_os_error(libc::EINVAL));
-    }
-    // SAFETY: plain syscall; pgid is positive (a Pid), so pgid 0 ("our own
-    // group") cannot be named, and pgid 1 (every process) was refused above.
-    cvt(unsafe { libc::killpg(pgid.as_raw(), sig.as_raw()) }).map(drop)
-}
-
-/// `getpgid(pid)`: the process group `pid` is in now.
-pub fn getpgid(pid: Pid) -> io::Result<i32> {
-    // SAFETY: plain syscall; pid is positive, so only this pid is asked about.
-    cvt(unsafe { libc::getpgid(pid.as_raw()) })
-}
-
 /// A monotonic clock reading (ns). The Linux identity seed pins a child's
 /// start tick between two such readings; macOS has no such seed (see
 /// `proc_info::macos::start_tick_between`), so any monotonic clock serves.
@@ -108,15 +48,6 @@ pub fn boottime_ns() -> u64 {
     // makes the (unused) seed absent.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
-}
-
-/// How a child ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WaitStatus {
-    Exited(i32),
-    Signaled(i32),
-    /// Not exited yet (only with WNOHANG).
-    StillAlive,
 }
 
 /// `waitid(P_PID, pid, flags)` as Linux does it: with `WNOWAIT` the child

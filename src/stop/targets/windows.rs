@@ -1,9 +1,10 @@
 //! The real stop targets on Windows: a child of ours (its `Watched`, and its
 //! job for a group stop), and a bare pid held through a process handle.
 //!
-//! The soft step is CTRL_BREAK_EVENT (`Signal` SIGBREAK, chosen by the
-//! binding only for a child of ours that leads a console group sharing our
-//! console); SIGKILL is `TerminateJobObject` for a group stop of our child,
+//! The soft step is CTRL_BREAK_EVENT (`Signal` SIGBREAK), sent only to a
+//! child of ours that leads a console group sharing our console; where it
+//! cannot reach the target, the stop goes straight to SIGKILL and says so
+//! (`first_signal`). SIGKILL is `TerminateJobObject` for a group stop of our child,
 //! `TerminateProcess` otherwise (a bare pid gets only that). A bare pid is opened once, checked against the identity
 //! through that handle, and every later step goes through it: the handle
 //! pins the process, so a recycled pid is never hit.
@@ -13,10 +14,11 @@ use std::io;
 use tokio::time::Instant;
 use windows_sys::Win32::Foundation::ERROR_ACCESS_DENIED;
 
-use super::StopTarget;
+use super::{run_opened, Open, PidStop};
 use crate::exit_watch::{HandleWait, Watched};
 use crate::pid::{Pid, Signal};
 use crate::proc_info::{self, Identity};
+use crate::stop::{Escalation, StopPlan, StopTarget};
 use crate::sys;
 use std::sync::Arc;
 
@@ -51,14 +53,20 @@ impl StopTarget for ChildTarget {
     async fn wait_exit(&mut self, deadline: Instant) -> bool {
         self.watched.wait_settled(deadline).await
     }
+
+    fn first_signal(&self, requested: Signal) -> Signal {
+        soft_step(requested, self.watched.can_break())
+    }
 }
 
-pub enum Open<T> {
-    /// No such process, or it has exited.
-    Gone,
-    /// A live process holds the pid, but not the one `identity` named.
-    Reused,
-    Target(T),
+/// The first step of a stop: CTRL_BREAK_EVENT where it can reach the
+/// target, else none at all (the stop goes straight to SIGKILL).
+fn soft_step(requested: Signal, can_break: bool) -> Signal {
+    if requested != Signal::KILL && can_break {
+        Signal::BREAK
+    } else {
+        Signal::KILL
+    }
 }
 
 pub struct HandleTarget {
@@ -112,4 +120,22 @@ impl StopTarget for HandleTarget {
     async fn wait_exit(&mut self, deadline: Instant) -> bool {
         self.wait.until(deadline).await
     }
+
+    /// A bare pid gets no CTRL_BREAK_EVENT: it need not lead a console
+    /// group, and an event for a group id that names none is not confined
+    /// to it. Straight to TerminateProcess.
+    fn first_signal(&self, _requested: Signal) -> Signal {
+        Signal::KILL
+    }
+}
+
+/// Stops a bare pid: opened once, identity-checked through the handle.
+pub async fn stop_pid(
+    pid: Pid,
+    identity: Option<&str>,
+    group: bool,
+    plan: &StopPlan,
+    escalation: &Escalation,
+) -> io::Result<PidStop> {
+    run_opened(HandleTarget::open(pid, identity, group)?, plan, escalation).await
 }

@@ -51,10 +51,13 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::ptr;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use napi::bindgen_prelude::ToNapiValue;
-use napi::sys;
+use std::time::Duration;
 
-use crate::exit_watch::{ExitStatus, Watched};
+use napi::bindgen_prelude::{Function, ToNapiValue};
+use napi::{sys, Env, JsValue};
+
+use super::convert::{exit_info, NativeExitInfo};
+use crate::exit_watch::{self, ExitStatus, Watched};
 
 const UV_ASYNC: c_int = 1; // uv_handle_type
 const UV_POLL: c_int = 8;
@@ -119,8 +122,47 @@ fn uv() -> Option<&'static Uv> {
 }
 
 /// Whether children can be watched on the JS loop in this process.
-pub fn available() -> bool {
-    !crate::exit_watch::forced_tokio() && !crate::exit_watch::forced_fallback() && uv().is_some()
+fn available() -> bool {
+    !exit_watch::forced_tokio() && !exit_watch::forced_fallback() && uv().is_some()
+}
+
+/// How long the native reaper leaves a child's exit to the JS loop before
+/// settling it itself (see `exit_watch::watch_beside_loop`).
+const LOOP_FIRST: Duration = Duration::from_millis(1);
+
+/// Delivers `watched`'s exit on this JS thread's loop, through its pidfd
+/// (taken from `exit_fd`), when this process can. None: not here (no pidfd,
+/// no libuv, a forced back-end, or the loop refused it; `exit_fd` is then
+/// left for the caller's other back-end).
+///
+/// The loop only *delivers* the exit. The reap must never wait for the JS
+/// thread (a blocked loop would leave a zombie, the very bug of
+/// child_process this library ends), so a native watcher on a duplicate of
+/// the pidfd settles the child too if the loop has not within `LOOP_FIRST`;
+/// settling happens once, under one lock. Without a spare fd the native
+/// side is a waiter thread.
+pub fn watch_on_loop(
+    env: &Env,
+    on_exit: &Function<NativeExitInfo, ()>,
+    watched: &Arc<Watched>,
+    exit_fd: &mut Option<OwnedFd>,
+) -> Option<LoopRef> {
+    let fd = exit_fd.take_if(|_| available())?;
+    let native_fd = fd.try_clone().ok();
+    // SAFETY: `env` is the environment of this (its JS) thread, and
+    // `on_exit` a function of that environment: a napi call hands us both.
+    match unsafe { start(env.raw(), on_exit.raw(), watched.clone(), fd) } {
+        Ok(loop_ref) => {
+            // An error here (a failed thread spawn) leaves the loop as the
+            // only reaper, which still reaps whenever the loop runs.
+            let _ = exit_watch::watch_beside_loop(watched, native_fd, LOOP_FIRST);
+            Some(loop_ref)
+        }
+        Err(fd) => {
+            *exit_fd = Some(fd);
+            None
+        }
+    }
 }
 
 /// What the JS object's ref()/unref() acts on: the open handle (the poll
@@ -208,7 +250,7 @@ unsafe fn watch_of<'a>(handle: *mut c_void) -> &'a mut LoopWatch {
 ///
 /// # Safety
 /// On the JS thread of `env`; `callback` is a function value of `env`.
-pub unsafe fn start(
+unsafe fn start(
     env: sys::napi_env,
     callback: sys::napi_value,
     watched: Arc<Watched>,
@@ -324,8 +366,7 @@ unsafe extern "C" fn on_readable(handle: *mut c_void, _status: c_int, _events: c
 fn park(w: &mut LoopWatch) {
     let Some(uv) = uv() else { return };
     if !w.watched.has_native_watcher()
-        && crate::exit_watch::watch_beside_loop(&w.watched, None, std::time::Duration::ZERO)
-            .is_err()
+        && exit_watch::watch_beside_loop(&w.watched, None, std::time::Duration::ZERO).is_err()
     {
         return;
     }
@@ -352,7 +393,7 @@ fn park(w: &mut LoopWatch) {
     *lock_slot(&w.wake_slot) = Some(handle as usize);
     let slot = w.wake_slot.clone();
     let send = uv.async_send;
-    let wake: crate::exit_watch::Wake = Box::new(move || {
+    let wake: exit_watch::Wake = Box::new(move || {
         let slot = lock_slot(&slot);
         if let Some(handle) = *slot {
             // SAFETY: uv_async_send may be called from any thread; the
@@ -511,8 +552,7 @@ unsafe fn invoke(
         return;
     }
     // SAFETY: converts a plain struct to a JS object in this scope.
-    let Ok(arg) = (unsafe { crate::NativeExitInfo::to_napi_value(env, crate::exit_info(status)) })
-    else {
+    let Ok(arg) = (unsafe { NativeExitInfo::to_napi_value(env, exit_info(status)) }) else {
         return;
     };
     let mut result = ptr::null_mut();

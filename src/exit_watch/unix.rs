@@ -1,0 +1,772 @@
+//! Observing a child's exit without reaping it, then sweeping its group,
+//! then reaping it — in that order, and never through `waitpid(-1)`.
+//!
+//! The order is the point. While the leader is an unreaped zombie its pid is
+//! still taken, so no new process can get that pid, nor a process group
+//! with that id: `killpg(pgid, SIGKILL)` can only reach the members of the
+//! group we created. After the reap, the same call could reach a stranger.
+//! So: see the exit (`waitid(WEXITED | WNOWAIT)`), sweep, reap
+//! (`waitid(WEXITED | WNOHANG)`: the zombie was seen, so it never blocks),
+//! then tell JS.
+//!
+//! Only ever by pidfd or pid: Node's libuv reaps its own children by pid
+//! too, and a `waitpid(-1)` or a SIGCHLD handler here would steal their
+//! statuses. Where a back-end holds a pidfd, every wait goes through it
+//! (`waitid(P_PIDFD)`, Linux 5.4): it names the process, not the number, so
+//! a wait that comes after someone else reaped the child and the pid went to
+//! a newcomer (another child of this process, say) fails with ECHILD instead
+//! of seeing, or reaping, the newcomer. Every driver also looks at the state
+//! first: a child settled by another driver is delivered, never waited for
+//! again.
+//!
+//! A traced child. A tracer (`PTRACE_SEIZE` from another process) is told of
+//! the exit first, and until it detaches or waits, the zombie is invisible
+//! to our `waitid` although the pidfd is readable. Nothing can reap it then.
+//! The tokio back-end waits for the next edge on the pidfd (the kernel wakes
+//! pidfd waiters again when the tracer lets go), the fallback thread stays
+//! blocked in `waitid`, which the same event wakes, and the JS loop, whose
+//! poll is level-triggered, stops polling and waits to be woken by the
+//! native watcher's settle (`js_loop`): no driver spins, and `'exit'` comes
+//! once, right after the reap.
+//!
+//! Back-ends, chosen per child:
+//! - `pidfd` (`linux`): the pidfd turns readable on exit; a tokio task on
+//!   procward's own runtime thread waits for it with `AsyncFd`. Under Node
+//!   the binding layer (`js_loop`) also polls the pidfd on the JS thread's
+//!   libuv loop, which then usually settles first; this task, started with
+//!   [`watch_beside_loop`], stands by so that a blocked loop never delays
+//!   the reap. `Watched::settle` runs once, whoever calls it.
+//! - `fallback`: a small thread blocks in `waitid(P_PID, pid, WEXITED |
+//!   WNOWAIT)`. Used when no pidfd could be had (ENOSYS before Linux 5.3,
+//!   EMFILE), when registering it or starting the runtime failed, or when
+//!   `PROCWARD_EXIT_WATCH=fallback` is set at load (the test suite runs
+//!   through it that way).
+//! - `kqueue` (`macos`): kqueue `EVFILT_PROC`/`NOTE_EXIT` on procward's
+//!   runtime; `fallback` there too. Each OS module provides `watch` and
+//!   `watch_beside_loop` (in `linux` and `macos`).
+//!
+//! A contained child (`cgroup`, see `crate::cgroup`): after the sweep its
+//! cgroup is killed (`cgroup.kill`), and the reap waits until the cgroup is
+//! empty (`populated 0` in `cgroup.events`, polled, never a timer loop) and
+//! removed, at most the spawn's `killTimeoutMs`; past that the reap goes
+//! ahead and a watcher removes the cgroup once it empties. The leader stays
+//! an unreaped zombie meanwhile, so its pid and pgid stay ours. The wait
+//! happens outside the state lock (`kill()`, `stop()` and the identity stay
+//! answerable), on procward's runtime (`settle_async`) or the fallback
+//! thread (`settle_blocking`), never on the JS thread: the JS loop leaves a
+//! contained child to the native watcher and parks until its settle.
+//!
+//! The watcher owns everything it needs (`Arc<Watched>`), so a JS handle
+//! that is dropped, collected or `unref()`ed never leaves a zombie.
+//!
+//! Identity. `Watched` also keeps the child's identity, because it must be
+//! the child's own even when read after the reap, and only an unreaped child
+//! can be asked. What spawn learns for free (the start tick pinned by clock
+//! readings around the clone, the pidfs inode from the pidfd) is the seed;
+//! the rest is read from `/proc/<pid>/stat` under the state lock while the
+//! child is unreaped: on the first read of the identity, or in `settle` just
+//! before the reap. A zombie still shows its start time there.
+
+mod fallback;
+#[cfg(target_os = "linux")]
+mod guardian;
+#[cfg(target_os = "linux")]
+mod linux;
+#[cfg(target_os = "linux")]
+use linux::contain;
+#[cfg(target_os = "linux")]
+pub use linux::{watch, watch_beside_loop};
+#[cfg(target_os = "macos")]
+mod macos;
+#[cfg(target_os = "macos")]
+use macos::contain;
+#[cfg(target_os = "macos")]
+pub use macos::{watch, watch_beside_loop};
+
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::{
+    forced_fallback, Contained, Containment, ExitStatus, OnExit, StartError, Started, Wake,
+};
+use crate::cgroup::{self, Cgroup, CgroupError, Usage};
+use crate::pid::{Pid, Signal};
+use crate::proc_info::{self, Identity, IdentitySeed, InfoError};
+use crate::spawn::{self, Command};
+use crate::sys::{self, WaitStatus};
+
+/// What tells of a child's exit apart from its `Watched`: its pidfd (Linux;
+/// never one on macOS).
+pub type ExitFd = OwnedFd;
+
+/// What a failed [`watch`] was doing, for the error JS gets.
+pub const WATCH_CALL: &str = "spawn watcher";
+
+impl From<WaitStatus> for ExitStatus {
+    fn from(w: WaitStatus) -> ExitStatus {
+        match w {
+            WaitStatus::Exited(c) => ExitStatus::Code(c),
+            WaitStatus::Signaled(s) => ExitStatus::Signal(s),
+            WaitStatus::StillAlive => ExitStatus::Unknown,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Running,
+    Reaped(ExitStatus),
+}
+
+/// What is known of the child's identity (see the module docs).
+enum Ident {
+    Known(Identity),
+    /// Still to be completed from /proc, while the child is unreaped.
+    Seed(IdentitySeed),
+    /// It could not be read before the reap (errno: EMFILE, say).
+    Lost(i32),
+}
+
+struct Inner {
+    state: State,
+    identity: Ident,
+    /// Run once, after the settle (see [`Watched::on_settle`]).
+    on_settle: Vec<Wake>,
+    /// A contained child's exit was seen and its cgroup killed; one driver
+    /// now waits for the cgroup to empty, the others wait for its settle.
+    draining: bool,
+    /// The cgroup's usage read just before it was removed.
+    final_usage: Option<Usage>,
+}
+
+/// One supervised child, shared by its watcher, its JS handle and any stop.
+pub struct Watched {
+    pid: Pid,
+    pgid: Option<Pid>,
+    sweep_group: bool,
+    /// Held while signalling and while reaping, so a signal can never be
+    /// sent to the pid after it was released to the kernel.
+    inner: Mutex<Inner>,
+    reaped: watch::Sender<Option<ExitStatus>>,
+    /// A native watcher (tokio task or waiter thread) settles this child.
+    native: AtomicBool,
+    contained: Option<Contained>,
+    /// Signalled when the child is settled (for a blocking driver that found
+    /// another one draining the cgroup).
+    settled: Condvar,
+}
+
+/// The first half of a contained child's settle.
+enum Drain {
+    /// Settled already.
+    Done(ExitStatus),
+    /// Another driver drains the cgroup; wait for its settle.
+    Busy,
+    /// Killed: wait for the cgroup to empty, at most `Duration`, then
+    /// finish with [`Watched::settle`].
+    Wait(Arc<Cgroup>, Duration),
+}
+
+fn errno_of(err: &InfoError) -> i32 {
+    match err {
+        InfoError::Hidden => libc::EACCES,
+        InfoError::Io(e) => e.raw_os_error().unwrap_or(libc::EIO),
+    }
+}
+
+impl Watched {
+    pub fn pid(&self) -> Pid {
+        self.pid
+    }
+
+    pub fn pgid(&self) -> Option<Pid> {
+        self.pgid
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn exit_status(&self) -> Option<ExitStatus> {
+        match self.lock().state {
+            State::Running => None,
+            State::Reaped(s) => Some(s),
+        }
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<Option<ExitStatus>> {
+        self.reaped.subscribe()
+    }
+
+    /// The child's identity: its own, whenever it is read. Errors only when
+    /// /proc could not be read while the child was unreaped (EMFILE, or
+    /// hidepid for a child running as another user); while it is unreaped, a
+    /// later call tries again.
+    pub fn identity(&self) -> Result<Identity, InfoError> {
+        let mut inner = self.lock();
+        match &inner.identity {
+            Ident::Known(id) => Ok(id.clone()),
+            Ident::Lost(errno) => Err(match *errno {
+                libc::EACCES => InfoError::Hidden,
+                e => InfoError::Io(std::io::Error::from_raw_os_error(e)),
+            }),
+            Ident::Seed(seed) => {
+                if inner.state != State::Running {
+                    // settle completes or loses the seed before it reaps.
+                    return Err(InfoError::Io(std::io::Error::from_raw_os_error(
+                        libc::ECHILD,
+                    )));
+                }
+                // Unreaped, and reaping needs this lock: the pid is the
+                // child's for as long as we read.
+                let id = proc_info::child_identity(self.pid, seed, None)?;
+                inner.identity = Ident::Known(id.clone());
+                Ok(id)
+            }
+        }
+    }
+
+    /// Exited, reaped or not. For an unreaped child a WNOHANG|WNOWAIT peek
+    /// tells; it leaves the zombie in place for the watcher.
+    pub fn has_exited(&self) -> bool {
+        let inner = self.lock();
+        match inner.state {
+            State::Reaped(_) => true,
+            State::Running => !matches!(
+                sys::waitid_pid(self.pid, libc::WEXITED | libc::WNOWAIT | libc::WNOHANG),
+                Ok(WaitStatus::StillAlive)
+            ),
+        }
+    }
+
+    /// Signals the child (or its group) unless it has already exited.
+    /// `Ok(false)`: nothing sent, because it is gone.
+    ///
+    /// With `group`, the group we created gets it, and so does the child by
+    /// pid if it has left that group (`setpgid`, into this process's own
+    /// group, say): `killpg` alone would miss it, or fail with ESRCH once
+    /// the group is empty while the child runs on. The group it moved to is
+    /// never signalled; it is not ours.
+    pub fn signal(&self, sig: Signal, group: bool) -> std::io::Result<bool> {
+        let inner = self.lock();
+        self.signal_locked(&inner, sig, group)
+    }
+
+    /// [`Watched::signal`] with the state lock held by the caller.
+    fn signal_locked(&self, inner: &Inner, sig: Signal, group: bool) -> std::io::Result<bool> {
+        let sent = |res: std::io::Result<()>| match res {
+            Ok(()) => Ok(true),
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(false),
+            Err(e) => Err(e),
+        };
+        if inner.state != State::Running {
+            return Ok(false);
+        }
+        // The pid is still ours (unreaped, and reaping needs this lock), so
+        // neither kill nor killpg can reach a recycled id, and the pgid (the
+        // child's pid) cannot name a stranger's group.
+        let Some(pgid) = self.pgid.filter(|_| group) else {
+            return sent(sys::kill(self.pid, sig));
+        };
+        // A leader still in its group gets one copy, through killpg (two
+        // could run a handler twice). The child may change groups between
+        // getpgid and killpg and miss a SIGTERM that way; a SIGKILL goes to
+        // it by pid regardless, so the escalation never misses.
+        let in_group =
+            sig != Signal::KILL && matches!(sys::getpgid(self.pid), Ok(g) if g == pgid.as_raw());
+        let to_group = sent(sys::killpg(pgid, sig))?;
+        let to_leader = !in_group && sent(sys::kill(self.pid, sig))?;
+        Ok(to_group || to_leader)
+    }
+
+    /// The escalation's SIGKILL for a contained child: the whole cgroup at
+    /// once (a member that left the group included), then the group and the
+    /// leader as for any child. Ok(false): nothing was left to kill.
+    ///
+    /// All under the state lock: the leader dies of the cgroup.kill at
+    /// once, and were the lock released in between, the native watcher
+    /// could drain and reap it before the signals, which would then find
+    /// nothing and make the stop report `exited` for a kill of ours.
+    pub fn kill_all(&self, group: bool) -> std::io::Result<bool> {
+        let inner = self.lock();
+        let killed = match &self.contained {
+            Some(c) if inner.state == State::Running && !inner.draining => {
+                // ENOENT/ENODEV: removed already; the signals below still go.
+                c.cgroup.kill().is_ok()
+            }
+            _ => false,
+        };
+        Ok(self.signal_locked(&inner, Signal::KILL, group)? || killed)
+    }
+
+    /// The child's cgroup while it lives (None once settled, or when not
+    /// contained).
+    pub fn cgroup(&self) -> Option<&Cgroup> {
+        let c = self.contained.as_ref()?;
+        (self.lock().state == State::Running).then_some(&*c.cgroup)
+    }
+
+    /// The cgroup itself, for as long as this handle lives.
+    pub fn contained_cgroup(&self) -> Option<Arc<Cgroup>> {
+        self.contained.as_ref().map(|c| c.cgroup.clone())
+    }
+
+    /// The cgroup's path and id, for as long as this handle lives (what a
+    /// state file records).
+    pub fn cgroup_record(&self) -> Option<(std::path::PathBuf, u64)> {
+        self.contained
+            .as_ref()
+            .map(|c| (c.cgroup.path().to_path_buf(), c.cgroup.id()))
+    }
+
+    /// Resource usage: live while the child runs, as last read before the
+    /// removal after it. None when not contained.
+    pub fn usage(&self) -> Option<Usage> {
+        let c = self.contained.as_ref()?;
+        let inner = self.lock();
+        Some(match (&inner.state, inner.final_usage) {
+            (State::Reaped(_), Some(u)) => u,
+            (State::Reaped(_), None) => Usage::default(),
+            (State::Running, _) => c.cgroup.usage(),
+        })
+    }
+
+    /// Kills a contained child's cgroup after its leader's exit was seen,
+    /// and sweeps the group, under the lock (the leader is an unreaped
+    /// zombie, so its pgid is still ours). The wait for the cgroup to empty
+    /// happens outside the lock: `kill()`, `stop()` and the identity stay
+    /// answerable meanwhile.
+    fn begin_drain(&self, c: &Contained, pidfd: Option<BorrowedFd<'_>>) -> Drain {
+        let mut inner = self.lock();
+        if let State::Reaped(status) = inner.state {
+            return Drain::Done(status);
+        }
+        if inner.draining {
+            return Drain::Busy;
+        }
+        if let Ident::Seed(seed) = &inner.identity {
+            inner.identity = match proc_info::child_identity(self.pid, seed, pidfd) {
+                Ok(id) => Ident::Known(id),
+                Err(e) => Ident::Lost(errno_of(&e)),
+            };
+        }
+        if self.sweep_group {
+            if let Some(pgid) = self.pgid {
+                let _ = sys::killpg(pgid, Signal::KILL);
+            }
+        }
+        let _ = c.cgroup.kill();
+        inner.draining = true;
+        Drain::Wait(c.cgroup.clone(), c.bound)
+    }
+
+    /// Blocks until settled (a blocking driver that found another draining).
+    fn wait_settled(&self) -> ExitStatus {
+        let mut inner = self.lock();
+        loop {
+            if let State::Reaped(s) = inner.state {
+                return s;
+            }
+            inner = self.settled.wait(inner).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Settles a child whose exit was seen (`seen`), from a thread that may
+    /// block (the fallback waiter). A contained child's cgroup is killed and
+    /// waited for (at most its bound) before the reap.
+    fn settle_blocking(
+        &self,
+        seen: Option<WaitStatus>,
+        pidfd: Option<BorrowedFd<'_>>,
+    ) -> ExitStatus {
+        let Some(c) = self.contained.as_ref().filter(|_| seen.is_some()) else {
+            return self.settle(seen, pidfd);
+        };
+        match self.begin_drain(c, pidfd) {
+            Drain::Done(s) => s,
+            Drain::Busy => self.wait_settled(),
+            Drain::Wait(cg, bound) => {
+                let empty = cgroup::wait_empty_blocking(&cg, Some(bound));
+                self.settle_drained(seen, pidfd, empty)
+            }
+        }
+    }
+
+    /// The same on procward's runtime: the wait for `populated 0` is an
+    /// inotify readiness, never a blocked thread.
+    // Only Linux's pidfd task settles asynchronously (macOS has no cgroup).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    async fn settle_async(
+        &self,
+        seen: Option<WaitStatus>,
+        pidfd: Option<BorrowedFd<'_>>,
+    ) -> ExitStatus {
+        let Some(c) = self.contained.as_ref().filter(|_| seen.is_some()) else {
+            return self.settle(seen, pidfd);
+        };
+        match self.begin_drain(c, pidfd) {
+            Drain::Done(s) => s,
+            Drain::Busy => {
+                let mut rx = self.subscribe();
+                let seen = rx.wait_for(|s| s.is_some()).await.ok().and_then(|s| *s);
+                seen.or_else(|| self.exit_status())
+                    .unwrap_or(ExitStatus::Unknown)
+            }
+            Drain::Wait(cg, bound) => {
+                let deadline = tokio::time::Instant::now() + bound;
+                let empty = cgroup::wait_empty(&cg, Some(deadline)).await;
+                self.settle_drained(seen, pidfd, empty)
+            }
+        }
+    }
+
+    /// After the drain: read the final usage, remove the cgroup (or leave
+    /// that to a watcher of its `populated 0` when a member outlived the
+    /// bound), then reap and publish as any child.
+    fn settle_drained(
+        &self,
+        seen: Option<WaitStatus>,
+        pidfd: Option<BorrowedFd<'_>>,
+        empty: bool,
+    ) -> ExitStatus {
+        if let Some(c) = &self.contained {
+            let usage = c.cgroup.usage();
+            self.lock().final_usage = Some(usage);
+            if !empty || c.cgroup.remove().is_err() {
+                cgroup::remove_when_empty(c.cgroup.clone());
+            }
+        }
+        self.settle(seen, pidfd)
+    }
+
+    /// Signals the child alone, but not once it has exited (a zombie
+    /// included), as `SupervisedProcess.kill` promises.
+    pub fn signal_if_running(&self, sig: Signal) -> std::io::Result<bool> {
+        if self.has_exited() {
+            return Ok(false);
+        }
+        self.signal(sig, false)
+    }
+
+    /// Takes the child down again when no watcher could be started for it,
+    /// so that nothing is left behind: killed (group and cgroup), reaped,
+    /// its cgroup removed once empty.
+    pub fn abandon(&self) {
+        let _ = self.kill_all(true);
+        let _ = sys::waitid_pid(self.pid, libc::WEXITED);
+        if let Some(cg) = self.contained_cgroup() {
+            cgroup::remove_when_empty(cg);
+        }
+    }
+
+    /// The exit was seen (`seen` is the WNOWAIT status, or None when the
+    /// child was reaped behind our back): complete the identity, sweep,
+    /// reap, publish. `pidfd`: the caller's pidfd of the child, if any; the
+    /// reap goes through it.
+    fn settle(&self, seen: Option<WaitStatus>, pidfd: Option<BorrowedFd<'_>>) -> ExitStatus {
+        let (status, wakes) = {
+            let mut inner = self.lock();
+            if let State::Reaped(status) = inner.state {
+                return status;
+            }
+            let status = match seen {
+                Some(seen) => {
+                    if let Ident::Seed(seed) = &inner.identity {
+                        // Last chance: after the reap the pid is not ours.
+                        inner.identity = match proc_info::child_identity(self.pid, seed, pidfd) {
+                            Ok(id) => Ident::Known(id),
+                            Err(e) => Ident::Lost(errno_of(&e)),
+                        };
+                    }
+                    if self.sweep_group {
+                        if let Some(pgid) = self.pgid {
+                            // The leader is a zombie we have not reaped: the
+                            // pgid is still ours. ESRCH = nobody else left.
+                            let _ = sys::killpg(pgid, Signal::KILL);
+                        }
+                    }
+                    // WNOHANG: the zombie was seen, so this reaps at once;
+                    // were it taken meanwhile by someone else, it must not
+                    // block on whoever got the pid next.
+                    match sys::waitid_child(self.pid, pidfd, libc::WEXITED | libc::WNOHANG) {
+                        Ok(WaitStatus::StillAlive) | Err(_) => ExitStatus::from(seen),
+                        Ok(w) => ExitStatus::from(w),
+                    }
+                }
+                // Reaped by someone else: the pid may already be recycled,
+                // so the group is not ours to sweep any more.
+                None => {
+                    if let Ident::Seed(_) = inner.identity {
+                        inner.identity = Ident::Lost(libc::ECHILD);
+                    }
+                    // The cgroup is still ours (held by its directory, not
+                    // a number): kill what is left, remove it once empty.
+                    if let Some(c) = self.contained.as_ref().filter(|_| !inner.draining) {
+                        let _ = c.cgroup.kill();
+                        cgroup::remove_when_empty(c.cgroup.clone());
+                    }
+                    ExitStatus::Unknown
+                }
+            };
+            inner.state = State::Reaped(status);
+            (status, std::mem::take(&mut inner.on_settle))
+        };
+        self.settled.notify_all();
+        // Its cached fds (liveness, info) name a process that is gone.
+        proc_info::forget(self.pid);
+        self.reaped.send_replace(Some(status));
+        for wake in wakes {
+            wake();
+        }
+        status
+    }
+
+    fn finish(&self, seen: Option<WaitStatus>, pidfd: Option<BorrowedFd<'_>>, on_exit: OnExit) {
+        on_exit(self.settle_blocking(seen, pidfd));
+    }
+
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    async fn finish_async(
+        &self,
+        seen: Option<WaitStatus>,
+        pidfd: Option<BorrowedFd<'_>>,
+        on_exit: OnExit,
+    ) {
+        on_exit(self.settle_async(seen, pidfd).await);
+    }
+
+    /// For a driver that watches the pidfd itself (the JS thread's event
+    /// loop, see `js_loop`): call when the pidfd turns readable. `Some` once
+    /// the child has been swept and reaped (here or by another driver);
+    /// `None` if no exit can be seen: it has not exited, or a tracer holds
+    /// the zombie.
+    pub fn try_settle(&self, pidfd: Option<BorrowedFd<'_>>) -> Option<ExitStatus> {
+        if let Some(status) = self.exit_status() {
+            return Some(status);
+        }
+        let peek = libc::WEXITED | libc::WNOWAIT | libc::WNOHANG;
+        match sys::waitid_child(self.pid, pidfd, peek) {
+            Ok(WaitStatus::StillAlive) => None,
+            // A contained child's cgroup must empty before the reap, and
+            // this caller (the JS thread) must not wait for that: the
+            // native watcher settles it, and wakes this caller through
+            // `on_settle`.
+            Ok(_) if self.contained.is_some() => None,
+            Ok(w) => Some(self.settle(Some(w), pidfd)),
+            Err(_) => Some(self.settle(None, pidfd)),
+        }
+    }
+
+    /// Runs `wake` once this child is settled (on the settling thread, after
+    /// the status is published). `Err(wake)`: it already is; nothing kept.
+    pub fn on_settle(&self, wake: Wake) -> Result<(), Wake> {
+        let mut inner = self.lock();
+        if inner.state != State::Running {
+            return Err(wake);
+        }
+        inner.on_settle.push(wake);
+        Ok(())
+    }
+
+    /// Whether a native watcher (not only the JS loop) settles this child.
+    pub fn has_native_watcher(&self) -> bool {
+        self.native.load(Ordering::Acquire)
+    }
+}
+
+/// Starts `cmd` as a supervised child, not yet watched (see [`watch`]).
+/// `sweep_group`: its process group is killed when it exits. `containment`:
+/// it is born in a cgroup of its own, made here first (and removed again if
+/// the spawn fails).
+///
+/// The clock readings around the spawn usually pin the child's start tick,
+/// and its pidfd gives the pidfs inode: its identity without a /proc read.
+/// Whatever is missing is read later, while the child is still unreaped.
+pub fn start(
+    mut cmd: Command,
+    sweep_group: bool,
+    containment: Option<Containment>,
+) -> Result<Started, StartError> {
+    // The cgroup exists (and the guardian knows its parent) before the
+    // child does; the child enters it before it execs.
+    let contained = match containment {
+        Some(c) => Some(Contained {
+            cgroup: contain(c.parent.as_deref(), c.guarded).map_err(StartError::Cgroup)?,
+            bound: c.bound,
+        }),
+        None => None,
+    };
+    if let Some(c) = &contained {
+        match c.cgroup.into_spawn() {
+            Ok(into) => cmd.cgroup = Some(into),
+            Err(e) => {
+                let _ = c.cgroup.remove();
+                let path = c.cgroup.path().to_path_buf();
+                return Err(StartError::Cgroup(CgroupError::Io(e, "open", path)));
+            }
+        }
+    }
+    proc_info::prepare_identity();
+    let before = sys::boottime_ns();
+    let spawned = spawn::spawn(&cmd, !forced_fallback());
+    // The child holds no reference to the procs fd once it exists (it has
+    // exec'd or failed): close ours now.
+    cmd.cgroup = None;
+    let child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            if let Some(c) = &contained {
+                // The child failed before exec and was reaped: it is empty.
+                if c.cgroup.remove().is_err() {
+                    cgroup::remove_when_empty(c.cgroup.clone());
+                }
+            }
+            return Err(e.into());
+        }
+    };
+    let seed = IdentitySeed {
+        start_time: proc_info::start_tick_between(before, sys::boottime_ns()),
+        inode: child.pidfd.as_ref().map(proc_info::pidfd_inode),
+    };
+    let pgid = cmd.process_group.then_some(child.pid);
+    let watched = register_contained(child.pid, pgid, sweep_group, seed, contained);
+    let [a, b, c] = child.pipes;
+    Ok(Started {
+        watched,
+        exit_fd: child.pidfd,
+        pipes: [a, b, c, child.notify],
+    })
+}
+
+/// A new child's shared state, before any back-end watches it. `seed`: what
+/// spawn already knows of its identity.
+pub fn register(
+    pid: Pid,
+    pgid: Option<Pid>,
+    sweep_group: bool,
+    seed: IdentitySeed,
+) -> Arc<Watched> {
+    register_contained(pid, pgid, sweep_group, seed, None)
+}
+
+/// [`register`] for a child born in a cgroup of its own.
+pub fn register_contained(
+    pid: Pid,
+    pgid: Option<Pid>,
+    sweep_group: bool,
+    seed: IdentitySeed,
+    contained: Option<Contained>,
+) -> Arc<Watched> {
+    let (tx, _) = watch::channel(None);
+    let known = match seed {
+        IdentitySeed {
+            start_time: Some(start_time),
+            inode: Some(inode),
+        } => proc_info::identity_from(start_time, inode).ok(),
+        _ => None,
+    };
+    let identity = known.map_or(Ident::Seed(seed), Ident::Known);
+    Arc::new(Watched {
+        pid,
+        pgid,
+        sweep_group,
+        inner: Mutex::new(Inner {
+            state: State::Running,
+            identity,
+            on_settle: Vec::new(),
+            draining: false,
+            final_usage: None,
+        }),
+        reaped: tx,
+        native: AtomicBool::new(false),
+        contained,
+        settled: Condvar::new(),
+    })
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+    use std::process::Command;
+    use std::sync::atomic::AtomicUsize;
+
+    /// Reaped through `Watched` (the point of these tests), not std's Child.
+    #[allow(clippy::zombie_processes)]
+    fn spawn(program: &str, args: &[&str]) -> Pid {
+        let child = Command::new(program).args(args).spawn().expect("spawn");
+        Pid::from_raw(child.id() as i32).expect("pid")
+    }
+
+    fn wait_exited(pidfd: &OwnedFd) {
+        while !sys::is_readable_now(pidfd.as_fd()).expect("poll") {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn settles_once_keeps_the_identity_and_wakes_each_waiter_once() {
+        let pid = spawn("sleep", &["30"]);
+        let pidfd = sys::pidfd_open(pid).expect("pidfd");
+        let w = register(pid, None, false, IdentitySeed::default());
+        let identity = w.identity().expect("identity");
+        let woken = Arc::new(AtomicUsize::new(0));
+        let count = woken.clone();
+        let wake: Wake = Box::new(move || {
+            count.fetch_add(1, Ordering::SeqCst);
+        });
+        assert!(w.on_settle(wake).is_ok());
+        assert_eq!(w.try_settle(Some(pidfd.as_fd())), None);
+        sys::kill(pid, Signal::KILL).expect("kill");
+        wait_exited(&pidfd);
+        let killed = Some(ExitStatus::Signal(libc::SIGKILL));
+        assert_eq!(w.try_settle(Some(pidfd.as_fd())), killed);
+        // Reaped: the pid is no child of ours any more.
+        let gone = sys::waitid_pid(pid, libc::WEXITED | libc::WNOHANG);
+        assert_eq!(gone.map_err(|e| e.raw_os_error()), Err(Some(libc::ECHILD)));
+        assert_eq!(woken.load(Ordering::SeqCst), 1);
+        // Another driver finds it settled, and a late waiter is refused.
+        assert_eq!(w.try_settle(Some(pidfd.as_fd())), killed);
+        assert_eq!(w.try_settle(None), killed);
+        assert!(w.on_settle(Box::new(|| {})).is_err());
+        assert_eq!(woken.load(Ordering::SeqCst), 1);
+        assert_eq!(w.identity().expect("identity after the reap"), identity);
+    }
+
+    #[test]
+    fn an_unread_identity_is_read_from_the_zombie_before_the_reap() {
+        let before = sys::boottime_ns();
+        let pid = spawn("true", &[]);
+        let tick = proc_info::start_tick_between(before, sys::boottime_ns());
+        let pidfd = sys::pidfd_open(pid).expect("pidfd");
+        let w = register(pid, None, false, IdentitySeed::default());
+        wait_exited(&pidfd);
+        assert_eq!(w.try_settle(Some(pidfd.as_fd())), Some(ExitStatus::Code(0)));
+        let id = w.identity().expect("identity after the reap");
+        if let Some(tick) = tick {
+            assert_eq!(id.start_time, tick);
+        }
+        assert_eq!(id.inode, proc_info::pidfd_inode(pidfd.as_fd()));
+    }
+
+    #[test]
+    fn a_child_reaped_behind_its_back_settles_as_unknown() {
+        let pid = spawn("true", &[]);
+        let pidfd = sys::pidfd_open(pid).expect("pidfd");
+        let w = register(pid, None, false, IdentitySeed::default());
+        wait_exited(&pidfd);
+        sys::waitid_pid(pid, libc::WEXITED).expect("reap");
+        // The pidfd wait names the reaped process: ECHILD, whoever has the
+        // pid now.
+        assert_eq!(w.try_settle(Some(pidfd.as_fd())), Some(ExitStatus::Unknown));
+        let lost = w.identity().map_err(|e| match e {
+            InfoError::Io(e) => e.raw_os_error(),
+            InfoError::Hidden => None,
+        });
+        assert_eq!(lost, Err(Some(libc::ECHILD)));
+    }
+}

@@ -1,0 +1,90 @@
+//! The wrappers Linux and macOS share: the POSIX calls whose meaning is the
+//! same on both. Each holds one `unsafe` call.
+//!
+//! Every function that signals takes a [`Pid`], which is always positive, so
+//! nothing here can be asked to signal a group by accident. Signalling a
+//! group is a separate, explicit call ([`killpg`]).
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
+
+use crate::pid::{Pid, Signal};
+
+/// A C call's result: -1 means failure, with the reason in `errno`.
+pub(super) fn cvt<T: PartialEq + From<i8>>(ret: T) -> io::Result<T> {
+    if ret == T::from(-1) {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// The errno of an error bound for JS (its `code` is the errno's name), if
+/// it has one.
+pub fn errno_of(err: &io::Error) -> Option<i32> {
+    err.raw_os_error()
+}
+
+/// Whether `fd` is readable now (a pidfd: the process has exited; a
+/// kqueue: an event is pending).
+pub fn is_readable_now(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    loop {
+        // SAFETY: one valid pollfd, zero timeout.
+        let ret = unsafe { libc::poll(&mut pfd, 1, 0) };
+        if ret >= 0 {
+            return Ok(ret > 0 && pfd.revents & (libc::POLLIN | libc::POLLHUP) != 0);
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+/// `kill(pid, 0)`: Ok when the pid exists and we may signal it; EPERM when it
+/// exists but we may not; ESRCH when there is no such pid. A zombie exists.
+pub fn probe(pid: Pid) -> io::Result<()> {
+    // SAFETY: plain syscall; pid is positive, so only this pid is addressed.
+    cvt(unsafe { libc::kill(pid.as_raw(), 0) }).map(drop)
+}
+
+pub fn kill(pid: Pid, sig: Signal) -> io::Result<()> {
+    // SAFETY: plain syscall; pid is positive, so only this pid is addressed.
+    cvt(unsafe { libc::kill(pid.as_raw(), sig.as_raw()) }).map(drop)
+}
+
+/// `killpg(pgid, sig)`. Only ever called with the pgid of a group whose leader
+/// is our own unreaped child (so the id cannot have been recycled), or after a
+/// pidfd check documented at the call site.
+pub fn killpg(pgid: Pid, sig: Signal) -> io::Result<()> {
+    // killpg(1, ..) is kill(-1, ..) in the C library: every process we may
+    // signal. Group 1 is init's, never one we stop.
+    if pgid.as_raw() == 1 {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: plain syscall; pgid is positive (a Pid), so pgid 0 ("our own
+    // group") cannot be named, and pgid 1 (every process) was refused above.
+    cvt(unsafe { libc::killpg(pgid.as_raw(), sig.as_raw()) }).map(drop)
+}
+
+/// `getpgid(pid)`: the process group `pid` is in now (a zombie's too, until
+/// it is reaped). A process may leave the group it led (`setpgid`), so the
+/// group a stop signals and the group its leader is in can differ.
+pub fn getpgid(pid: Pid) -> io::Result<i32> {
+    // SAFETY: plain syscall; pid is positive, so only this pid is asked about.
+    cvt(unsafe { libc::getpgid(pid.as_raw()) })
+}
+
+/// How a child ended, as `waitid` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitStatus {
+    Exited(i32),
+    Signaled(i32),
+    /// Not exited yet (only with WNOHANG).
+    StillAlive,
+}
