@@ -2,10 +2,11 @@
 // whatever signal would have ended it; `procward lock` passes SIGINT on as
 // it does SIGTERM and SIGHUP; handleSignals leaves an application's own
 // signals alone.
+import { execFileSync } from 'node:child_process'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { aliveInProcTable, FIXTURES, tempDirs, trackProcesses, waitFor } from '../helpers'
-import { CLI_FIXTURES, Cli, NODE } from './cli-process'
+import { CLI, CLI_FIXTURES, Cli, NODE } from './cli-process'
 
 const { others } = trackProcesses()
 const tempDir = tempDirs('procward-cli-signals-')
@@ -159,5 +160,41 @@ describe('procward lock: signals', () => {
       expect(c.proc.exitCode).toBeNull()
       expect((await c.done).code).toBe(6)
     }
+  })
+})
+
+/** util-linux script(1), to run the CLI at a terminal of its own. */
+const hasScript = (() => {
+  try {
+    execFileSync('script', ['--version'], { stdio: 'ignore' })
+    return true
+  } catch {
+    return false
+  }
+})()
+
+describe.skipIf(!hasScript)('procward lock at a terminal', () => {
+  // The terminal's SIGINT and a forwarded copy would arrive together and
+  // merge (a pending signal is not queued twice), so this cannot tell one
+  // from two: it holds that Ctrl-C at a terminal still works.
+  it('Ctrl-C reaches the command, which ends with its own status', async () => {
+    const file = join(tempDir(), 'job.lock')
+    // Counts its SIGINTs; says how many once a line comes in.
+    const counter =
+      'let n=0; process.on("SIGINT",()=>{n++; console.log("int "+n)}); console.log("locked");' +
+      'process.stdin.on("data",()=>{console.log("ints="+n); process.exit(n)})'
+    const q = (s: string) => `'${s.replace(/'/g, "'\\''")}'`
+    const inner = [NODE, CLI, 'lock', file, '--', NODE, '-e', counter].map(q).join(' ')
+    const p = others.spawn('script', ['-qfec', inner, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'] })
+    let out = ''
+    p.stdout?.on('data', (d) => (out += d))
+    const end = new Promise<number | null>((r) => p.once('exit', (c) => r(c)))
+    await waitFor(() => out.includes('locked'), 10_000, 'the holder')
+    p.stdin?.write('\x03')
+    await waitFor(() => out.includes('int 1'), 10_000, 'the SIGINT from the terminal')
+    p.stdin?.write('done\n')
+    await waitFor(() => /ints=\d/.test(out), 10_000, 'the count')
+    expect(out).toMatch(/ints=1\b/)
+    expect(await end).toBe(1)
   })
 })
