@@ -50,6 +50,10 @@ describe('options and their values', () => {
     expectUsageError(await cli(['run', '--grace', '99999999999', '--', 'true']), 'run', /--grace must be in/)
     expectUsageError(await cli(['status', '--json', 'a', 'b']), 'status', /one STATE_FILE/)
     expectUsageError(await cli(['frob']), '', /^procward: unknown command frob/)
+    // A value the library refuses is bad usage too.
+    expectUsageError(await cli(['lock', '', '--', 'true']), 'lock', /path must not be empty/)
+    expectUsageError(await cli(['stop', '']), 'stop', /stateFile must not be empty/)
+    expectUsageError(await cli(['run', '--', '']), 'run', /command must not be empty/)
   })
 
   it("a value may start with a dash when given with '='", async () => {

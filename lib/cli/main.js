@@ -44,7 +44,10 @@ async function main(argv) {
     if (typeof status === 'number') process.exitCode = status
   } catch (err) {
     if (err instanceof UsageError) usageError(err.verb, err.message)
-    else {
+    else if (/^ERR_INVALID_ARG_(VALUE|TYPE)$/.test(err?.code ?? '') || err?.code === 'ERR_OUT_OF_RANGE') {
+      // An argument the library refused (an empty path): bad usage too.
+      usageError(verb, err.message)
+    } else {
       process.stderr.write(`procward: ${describe(err)}\n`)
       process.exitCode = 1
     }

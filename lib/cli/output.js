@@ -167,28 +167,27 @@ function createOutput({ stamp, prefix }) {
   }
 
   /**
-   * The child is gone: its pipes end (at once unless something outside its
-   * group still holds them: not waited for beyond `endMs`), then what was
-   * read is written out (within `writeMs`, or until `abandon()`).
+   * The child is gone: its pipes end (at once, unless something outside its
+   * group still holds them: not waited for beyond `endMs`, except by a copy
+   * paused behind a slow reader, which has lost nothing yet), then what was
+   * read is written out. All within `totalMs`, or until `abandon()`.
    */
   let abandoned = null
   const abandonedP = new Promise((resolve) => {
     abandoned = resolve
   })
-  async function settle({ endMs = 1000, writeMs = 5000 } = {}) {
+  async function settle({ endMs = 1000, totalMs = 5000 } = {}) {
     if (out === null) return
     const bound = (ms) =>
       new Promise((resolve) => {
         setTimeout(resolve, ms).unref()
       })
-    const ends = [...copies].map((c) => c.ended)
-    await Promise.race([Promise.all(ends), bound(endMs), abandonedP])
-    // A copy paused behind a slow reader has not seen its end yet, nor
-    // lost anything: it gets the writing bound.
+    const cap = Promise.race([bound(totalMs), abandonedP])
+    await Promise.race([Promise.all([...copies].map((c) => c.ended)), bound(endMs), cap])
     const behind = [...copies].filter((c) => c.stream.isPaused())
-    if (behind.length > 0) await Promise.race([Promise.all(behind.map((c) => c.ended)), bound(writeMs), abandonedP])
+    if (behind.length > 0) await Promise.race([Promise.all(behind.map((c) => c.ended)), cap])
     for (const c of copies) c.stream.destroy()
-    await Promise.race([Promise.all([out.drained(), err.drained()]), bound(writeMs), abandonedP])
+    await Promise.race([Promise.all([out.drained(), err.drained()]), cap])
   }
 
   return { line, pipe, settle, abandon: () => abandoned() }
