@@ -12,6 +12,7 @@
 // killed by a signal it could have caught. With a listener of the
 // application's own, such a signal is the application's, and left alone.
 
+const fs = require('node:fs')
 const { constants } = require('node:os')
 
 const WINDOWS = process.platform === 'win32'
@@ -28,6 +29,33 @@ const FATAL_BY_DEFAULT = WINDOWS
   ? ['SIGHUP']
   : ['SIGHUP', 'SIGQUIT', 'SIGABRT', 'SIGUSR2', 'SIGALRM', 'SIGVTALRM', 'SIGXCPU', 'SIGIO', 'SIGPWR', 'SIGSTKFLT']
 const EXTRA = FATAL_BY_DEFAULT.filter((s) => constants.signals[s] !== undefined)
+
+/**
+ * Is `sig` caught or ignored other than through Node (a native module's
+ * timer or async-I/O signal)? Then it would not end the process, and a
+ * listener of ours would replace that disposition: left alone. Linux tells
+ * (SigCgt, SigIgn); elsewhere, nothing is known to take them.
+ */
+function takenNatively(sig, taken) {
+  if (taken === 0n || process.listenerCount(sig) > 0) return false
+  return ((taken >> BigInt(constants.signals[sig] - 1)) & 1n) === 1n
+}
+
+/** The signals caught or ignored now (a SigCgt | SigIgn mask), 0n where unknown. */
+function takenMask() {
+  if (process.platform !== 'linux') return 0n
+  try {
+    const status = fs.readFileSync('/proc/self/status', 'latin1')
+    let mask = 0n
+    for (const field of ['SigCgt', 'SigIgn']) {
+      const m = new RegExp(`^${field}:\\s*([0-9a-f]+)$`, 'm').exec(status)
+      if (m !== null) mask |= BigInt(`0x${m[1]}`)
+    }
+    return mask
+  } catch {
+    return 0n
+  }
+}
 
 /** Supervisors that opted in and are between start() and their end → their SIGHUP choice. */
 const enrolled = new Map()
@@ -93,7 +121,11 @@ function sync() {
     // Windows' Ctrl-Break (and a console CTRL_BREAK_EVENT, the first step
     // of a stop there) arrives as SIGBREAK.
     if (WINDOWS) want.add('SIGBREAK')
-    for (const sig of EXTRA) want.add(sig)
+    const hupAsked = [...enrolled.values()].some((hup) => hup !== null)
+    const taken = takenMask()
+    for (const sig of EXTRA) {
+      if ((sig === 'SIGHUP' && hupAsked) || listeners.has(sig) || !takenNatively(sig, taken)) want.add(sig)
+    }
   }
   for (const [sig, l] of listeners) {
     if (!want.has(sig) && stoppingAll === null) {
