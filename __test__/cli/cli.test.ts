@@ -1,17 +1,17 @@
-import type { ChildProcess } from 'node:child_process'
 import http from 'node:http'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { readSupervisorState } from '../../index.js'
 import { aliveInProcTable, FIXTURES, freePort, sleep, tempDirs, trackProcesses, waitFor } from '../helpers'
+import { Cli as CliProcess, cli as runCli } from './cli-process'
 
 const { others } = trackProcesses()
 
-const CLI = join(__dirname, '..', '..', 'bin', 'procward.js')
 const DAEMON = join(FIXTURES, 'http-daemon.cjs')
 const SUPERVISOR_PROCESS = join(FIXTURES, 'supervisor-process.cjs')
 const PROCWARD = join(__dirname, '..', '..', 'index.js')
 const NODE = process.execPath
+const Cli = CliProcess
 
 const tempDir = tempDirs('procward-cli-')
 
@@ -26,36 +26,12 @@ function get(port: number): Promise<{ pid: number } | null> {
   })
 }
 
-/** A running CLI, its output so far, and its end. */
-class Cli {
-  readonly proc: ChildProcess
-  out = ''
-  err = ''
-  readonly done: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
-
-  constructor(args: string[]) {
-    this.proc = others.spawn(NODE, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
-    this.proc.stdout?.on('data', (d) => (this.out += d))
-    this.proc.stderr?.on('data', (d) => (this.err += d))
-    this.done = new Promise((resolve) => this.proc.once('exit', (code, signal) => resolve({ code, signal })))
-  }
-
-  /** The pids of the lines on stderr that match `event` ('ready', 'spawn'). */
-  pids(event: string): number[] {
-    return [...this.err.matchAll(new RegExp(`: ${event} pid (\\d+)`, 'g'))].map((m) => Number(m[1]))
-  }
-}
-
-async function cli(args: string[]): Promise<{ code: number | null; out: string; err: string }> {
-  const c = new Cli(args)
-  const { code } = await c.done
-  return { code, out: c.out, err: c.err }
-}
+const cli = (args: string[]) => runCli(others, args)
 
 describe('procward run', () => {
   it('serves, restarts a kill -9ed child, and exits cleanly on SIGTERM leaving no child', async () => {
     const port = await freePort()
-    const c = new Cli(['run', '--ready-port', String(port), '--', NODE, DAEMON, '--port', String(port)])
+    const c = new Cli(others, ['run', '--ready-port', String(port), '--', NODE, DAEMON, '--port', String(port)])
     await waitFor(() => c.pids('ready').length === 1, 10_000, 'ready')
     const first = c.pids('ready')[0] as number
     expect((await get(port))?.pid).toBe(first)
@@ -92,7 +68,7 @@ describe('procward status and stop', () => {
   it('on a live state file: status 0, stop ends supervisor and child, then status 3', async () => {
     const port = await freePort()
     const stateFile = join(tempDir(), 'web.json')
-    const c = new Cli([
+    const c = new Cli(others, [
       'run',
       '--state-file',
       stateFile,
@@ -110,10 +86,14 @@ describe('procward status and stop', () => {
 
     const st = await cli(['status', stateFile])
     expect(st.code).toBe(0)
-    expect(st.out).toMatch(/: running/)
-    expect(st.out).toContain(`pid ${child}, running`)
+    expect(st.out).toMatch(/Active: active \(running\) since /)
+    expect(st.out).toMatch(new RegExp(`Main PID: ${child}: `))
     const json = await cli(['status', stateFile, '--json'])
-    expect(JSON.parse(json.out)).toMatchObject({ state: 'running', child: { pid: child, running: true } })
+    expect(JSON.parse(json.out)).toMatchObject({
+      state: 'running',
+      child: { pid: child, running: true },
+      judgement: { active: 'active', sub: 'running', exitCode: 0 },
+    })
 
     const stop = await cli(['stop', stateFile])
     expect(stop.code).toBe(0)
@@ -159,7 +139,7 @@ describe('procward status and stop', () => {
 describe('procward lock', () => {
   it('excludes a second holder (75), --wait waits, and the command status is passed on', async () => {
     const file = join(tempDir(), 'job.lock')
-    const holder = new Cli(['lock', file, '--', 'sh', '-c', 'echo locked; sleep 0.6'])
+    const holder = new Cli(others, ['lock', file, '--', 'sh', '-c', 'echo locked; sleep 0.6'])
     await waitFor(() => holder.out.includes('locked'), 5000, 'the first holder')
 
     const second = await cli(['lock', file, '--', 'sh', '-c', 'echo ran'])
@@ -174,7 +154,7 @@ describe('procward lock', () => {
     expect(Date.now() - t0).toBeGreaterThanOrEqual(200)
     expect((await holder.done).code).toBe(0)
 
-    const bounded = new Cli(['lock', file, '--', 'sleep', '5'])
+    const bounded = new Cli(others, ['lock', file, '--', 'sleep', '5'])
     await sleep(200)
     const timedOut = await cli(['lock', file, '--wait=100', '--', 'true'])
     expect(timedOut.code).toBe(75)
@@ -200,10 +180,14 @@ describe('usage', () => {
     ['run', '--name', '', '--', 'true'],
     ['run', '--state-file', '', '--', 'true'],
   ]) {
-    it(`procward ${args.join(' ')}: usage on stderr, exit 2`, async () => {
+    it(`procward ${args.join(' ')}: one line and a hint on stderr, exit 2`, async () => {
       const r = await cli(args)
       expect(r.code).toBe(2)
-      expect(r.err).toMatch(/usage: procward/)
+      // One line, and a hint: not the whole usage.
+      const lines = r.err.trimEnd().split('\n')
+      expect(lines).toHaveLength(2)
+      expect(lines[0]).toMatch(/^procward( \w+)?: /)
+      expect(lines[1]).toMatch(/^try 'procward( \w+)? --help'$/)
       expect(r.out).toBe('')
     })
   }
@@ -231,7 +215,14 @@ describe('hardening', () => {
   it('lock: a command that ignores signals keeps the lock on the first SIGTERM, and is SIGKILLed on the second', async () => {
     const file = join(tempDir(), 'job.lock')
     // SIG_IGN survives exec: sleep itself ignores them.
-    const holder = new Cli(['lock', file, '--', 'sh', '-c', 'trap "" TERM INT HUP; echo locked; exec sleep 1000'])
+    const holder = new Cli(others, [
+      'lock',
+      file,
+      '--',
+      'sh',
+      '-c',
+      'trap "" TERM INT HUP; echo locked; exec sleep 1000',
+    ])
     await waitFor(() => holder.out.includes('locked'), 5000, 'the holder')
     holder.proc.kill('SIGTERM')
     await sleep(200)

@@ -1,21 +1,51 @@
-// The CLI is a thin parser over the library's public exports: it loads
-// the package entry and Node's own modules, never a file of lib/.
-import { readFileSync } from 'node:fs'
+// The CLI is a thin parser over the library's public exports: bin/ and
+// lib/cli/ load the package entry, Node's own modules and one another —
+// and, on the --postgres path only, the runner behind procward/pg.
+import { readdirSync, readFileSync } from 'node:fs'
 import { builtinModules } from 'node:module'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 
-const CLI = join(__dirname, '..', '..', 'bin', 'procward.js')
+const ROOT = join(__dirname, '..', '..')
+const CLI_DIR = join(ROOT, 'lib', 'cli')
 
-describe('bin/procward.js', () => {
-  it('requires only the package entry and node: modules', () => {
-    const source = readFileSync(CLI, 'utf8')
-    const required = [...source.matchAll(/require\(\s*(['"`])([^'"`]+)\1\s*\)/g)].map((m) => m[2])
-    expect(required).toContain('..')
-    for (const name of required) {
-      const builtin = name?.startsWith('node:') || builtinModules.includes(name as string)
-      expect(builtin || name === '..', `bin/procward.js requires ${name}`).toBe(true)
+function requires(file: string): string[] {
+  const source = readFileSync(file, 'utf8')
+  expect(source).not.toMatch(/import\(/)
+  return [...source.matchAll(/require\(\s*(['"`])([^'"`]+)\1\s*\)/g)].map((m) => m[2] as string)
+}
+
+const builtin = (name: string) => name.startsWith('node:') || builtinModules.includes(name)
+
+describe('the CLI', () => {
+  it('bin/procward.js loads lib/cli/main.js only', () => {
+    expect(requires(join(ROOT, 'bin', 'procward.js'))).toEqual(['../lib/cli/main.js'])
+  })
+
+  it('lib/cli/ requires only the package entry, node: modules, its own files (and the pg runner)', () => {
+    const own = new Set(readdirSync(CLI_DIR).map((f) => `./${f}`))
+    for (const file of readdirSync(CLI_DIR)) {
+      for (const name of requires(join(CLI_DIR, file))) {
+        const ok =
+          builtin(name) ||
+          own.has(name) ||
+          name === '../..' ||
+          name === '../../package.json' ||
+          (file === 'lock.js' && name === '../pg.js')
+        expect(ok, `lib/cli/${file} requires ${name}`).toBe(true)
+      }
     }
-    expect(source).not.toMatch(/import\(|\/lib\//)
+  })
+
+  it('loads the package only inside a verb (so --help needs no native binary)', () => {
+    for (const file of readdirSync(CLI_DIR)) {
+      const source = readFileSync(join(CLI_DIR, file), 'utf8')
+      for (const line of source.split('\n')) {
+        if (/require\('\.\.\/\.\.'\)|require\('\.\.\/pg\.js'\)/.test(line)) {
+          // Never at the top level of a module.
+          expect(line, `lib/cli/${file}`).toMatch(/^\s+/)
+        }
+      }
+    }
   })
 })

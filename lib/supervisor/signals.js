@@ -4,9 +4,58 @@
 // again, so the process dies of it. A second signal while stopping sends
 // SIGKILL at once. One registry per thread (options refuse handleSignals
 // off the main thread: signals go to the process).
+//
+// Every other signal whose default action ends the process (SIGQUIT,
+// SIGUSR2, SIGALRM, SIGHUP when it is not ours to forward or stop...) is
+// treated the same way when it would end the process, that is when no one
+// else listens for it: a daemon's workers must not outlive a supervisor
+// killed by a signal it could have caught. With a listener of the
+// application's own, such a signal is the application's, and left alone.
+
+const fs = require('node:fs')
+const { constants } = require('node:os')
 
 const WINDOWS = process.platform === 'win32'
 const noop = () => {}
+
+/**
+ * Signals that end a process by default and that a JS listener may catch.
+ * Not the faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS: a
+ * listener would only return to the faulting instruction), SIGUSR1 (Node's
+ * inspector), SIGPROF (V8's profiler), SIGPIPE and SIGXFSZ (Node ignores
+ * them), nor real-time signals (Node has no names for them).
+ */
+const FATAL_BY_DEFAULT = WINDOWS
+  ? ['SIGHUP']
+  : ['SIGHUP', 'SIGQUIT', 'SIGABRT', 'SIGUSR2', 'SIGALRM', 'SIGVTALRM', 'SIGXCPU', 'SIGIO', 'SIGPWR', 'SIGSTKFLT']
+const EXTRA = FATAL_BY_DEFAULT.filter((s) => constants.signals[s] !== undefined)
+
+/**
+ * Is `sig` caught or ignored other than through Node (a native module's
+ * timer or async-I/O signal)? Then it would not end the process, and a
+ * listener of ours would replace that disposition: left alone. Linux tells
+ * (SigCgt, SigIgn); elsewhere, nothing is known to take them.
+ */
+function takenNatively(sig, taken) {
+  if (taken === 0n || process.listenerCount(sig) > 0) return false
+  return ((taken >> BigInt(constants.signals[sig] - 1)) & 1n) === 1n
+}
+
+/** The signals caught or ignored now (a SigCgt | SigIgn mask), 0n where unknown. */
+function takenMask() {
+  if (process.platform !== 'linux') return 0n
+  try {
+    const status = fs.readFileSync('/proc/self/status', 'latin1')
+    let mask = 0n
+    for (const field of ['SigCgt', 'SigIgn']) {
+      const m = new RegExp(`^${field}:\\s*([0-9a-f]+)$`, 'm').exec(status)
+      if (m !== null) mask |= BigInt(`0x${m[1]}`)
+    }
+    return mask
+  } catch {
+    return 0n
+  }
+}
 
 /** Supervisors that opted in and are between start() and their end → their SIGHUP choice. */
 const enrolled = new Map()
@@ -15,22 +64,41 @@ const listeners = new Map()
 /** The supervisors being stopped after a first signal. */
 let stoppingAll = null
 
+/** Does the application itself listen for `sig`? */
+function othersListen(sig) {
+  const ours = listeners.get(sig)
+  return process.listeners(sig).some((l) => l !== ours)
+}
+
 function onProcessSignal(sig) {
-  if (sig === 'SIGHUP') {
-    for (const [s, hup] of enrolled) if (hup === 'forward') s.kill('SIGHUP')
-    if (![...enrolled.values()].includes('stop')) return
-  }
+  const all = [...enrolled]
+  // Those that stop on `sig` whoever else listens, and those SIGHUP is
+  // passed on to.
+  const stoppers =
+    sig === 'SIGHUP'
+      ? all.filter(([, hup]) => hup === 'stop').map(([s]) => s)
+      : sig === 'SIGTERM' || sig === 'SIGINT' || sig === 'SIGBREAK'
+        ? all.map(([s]) => s)
+        : []
+  const forwarders = sig === 'SIGHUP' ? all.filter(([, hup]) => hup === 'forward').map(([s]) => s) : []
+  // Will the process die of it once the supervisors are stopped? Not when
+  // the application listens, nor when SIGHUP is only passed on.
+  const dies = !othersListen(sig) && (stoppers.length > 0 || forwarders.length === 0)
+  if (!dies) for (const s of forwarders) s.kill('SIGHUP')
+  if (!dies && stoppers.length === 0) return
   if (stoppingAll !== null) {
     // A second signal while stopping: SIGKILL at once.
     for (const s of stoppingAll) s.stop({ signal: 'SIGKILL', killTimeoutMs: 2000 }).catch(noop)
     return
   }
-  const targets = [...enrolled].filter(([, hup]) => sig !== 'SIGHUP' || hup === 'stop').map(([s]) => s)
+  // Dying: every supervisor's daemon goes first, not only those that
+  // asked for this signal (the process's death would leave the others'
+  // workers behind).
+  const targets = dies ? all.map(([s]) => s) : stoppers
   stoppingAll = targets
   Promise.allSettled(targets.map((s) => s.stop())).then(() => {
-    const ours = listeners.get(sig)
-    if (process.listeners(sig).some((l) => l !== ours)) {
-      // The application listens too: what happens next is its call.
+    if (!dies || othersListen(sig)) {
+      // The application listens (now): what happens next is its call.
       stoppingAll = null
       sync()
       return
@@ -53,7 +121,11 @@ function sync() {
     // Windows' Ctrl-Break (and a console CTRL_BREAK_EVENT, the first step
     // of a stop there) arrives as SIGBREAK.
     if (WINDOWS) want.add('SIGBREAK')
-    if ([...enrolled.values()].some((hup) => hup !== null)) want.add('SIGHUP')
+    const hupAsked = [...enrolled.values()].some((hup) => hup !== null)
+    const taken = takenMask()
+    for (const sig of EXTRA) {
+      if ((sig === 'SIGHUP' && hupAsked) || listeners.has(sig) || !takenNatively(sig, taken)) want.add(sig)
+    }
   }
   for (const [sig, l] of listeners) {
     if (!want.has(sig) && stoppingAll === null) {
@@ -72,7 +144,8 @@ function sync() {
 
 /**
  * `supervisor` (anything with stop() and kill()) is stopped by the process
- * signals from now on; `hup`: null (SIGHUP is not ours), 'stop' or 'forward'.
+ * signals from now on; `hup`: null (SIGHUP stops it only when it would end
+ * the process), 'stop' or 'forward'.
  */
 function enroll(supervisor, hup) {
   enrolled.set(supervisor, hup)

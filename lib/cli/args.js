@@ -1,0 +1,101 @@
+// Argument parsing for every verb: node:util parseArgs reads the tokens,
+// and the judgement is ours. An option takes its value as `--opt V` and
+// `--opt=V` alike; a value that could be read two ways (`--name --json`,
+// `--wait 100`) is refused, never guessed.
+
+const { parseArgs } = require('node:util')
+
+/** Bad usage: one line on stderr, a hint, exit 2. */
+class UsageError extends Error {
+  constructor(verb, message) {
+    super(message)
+    this.verb = verb
+  }
+}
+
+/**
+ * `spec`: option name → 'value' (takes one), 'flag' (takes none) or
+ * 'optional' (a value only as `--opt=V`). `command`: how many positionals
+ * come before the COMMAND, or null when the verb takes no command. Without
+ * `--`, the command starts at that positional: its own options (`node
+ * server.js --port 8080`) are its own, never ours.
+ */
+function parse(verb, argv, spec, { command = null } = {}) {
+  const options = { help: { type: 'boolean', short: 'h' } }
+  for (const [name, kind] of Object.entries(spec)) options[name] = { type: kind === 'value' ? 'string' : 'boolean' }
+  // strict: false so that every token comes back, unknown ones included,
+  // for the messages below (and so that the command's own arguments, which
+  // are parsed too, can never make parseArgs throw).
+  const { tokens } = parseArgs({ args: argv, options, strict: false, allowPositionals: true, tokens: true })
+  const opts = {}
+  const positional = []
+  let rest = null
+  for (let i = 0; i < tokens.length && rest === null; i++) {
+    const t = tokens[i]
+    if (t.kind === 'option-terminator') {
+      rest = argv.slice(t.index + 1)
+      break
+    }
+    if (t.kind === 'positional') {
+      if (command !== null && positional.length === command) rest = argv.slice(t.index)
+      else positional.push(t.value)
+      continue
+    }
+    const raw = t.rawName
+    if (t.name === 'help') {
+      if (t.value !== undefined) throw new UsageError(verb, `${raw} takes no value`)
+      opts.help = true
+      continue
+    }
+    const kind = Object.hasOwn(spec, t.name) && raw.startsWith('--') ? spec[t.name] : undefined
+    if (kind === undefined) throw new UsageError(verb, `unknown option ${raw}`)
+    if (kind === 'flag') {
+      if (t.inlineValue) throw new UsageError(verb, `${raw} takes no value`)
+      opts[t.name] = true
+    } else if (kind === 'optional') {
+      if (t.inlineValue) {
+        opts[t.name] = t.value
+        continue
+      }
+      const next = tokens[i + 1]
+      if (next?.kind === 'positional' && /^\d+$/.test(next.value)) {
+        throw new UsageError(
+          verb,
+          `${raw} ${next.value} is ambiguous: write ${raw}=${next.value} for a value, or put ${next.value} after --`,
+        )
+      }
+      opts[t.name] = true
+    } else {
+      if (t.value === undefined) throw new UsageError(verb, `${raw} needs a value`)
+      if (!t.inlineValue && t.value.startsWith('-') && t.value !== '-') {
+        // `--name --json`: a forgotten value, or a value that starts with a dash?
+        throw new UsageError(verb, `${raw} needs a value (one that starts with '-' is written ${raw}=${t.value})`)
+      }
+      opts[t.name] = t.value
+    }
+  }
+  return { opts, positional, rest }
+}
+
+/** A whole number of `name` in min..max, from its text. */
+function integer(verb, value, name, min, max) {
+  if (typeof value !== 'string' || !/^\d+$/.test(value)) {
+    throw new UsageError(verb, `--${name} must be a whole number, got ${JSON.stringify(value)}`)
+  }
+  const n = Number(value)
+  if (n < min || n > max) throw new UsageError(verb, `--${name} must be in ${min}..${max}, got ${value}`)
+  return n
+}
+
+/** `value` if it is one of `allowed`. */
+function oneOf(verb, value, name, allowed) {
+  if (!allowed.includes(value)) {
+    throw new UsageError(verb, `--${name} must be ${allowed.join(', ')}, got ${JSON.stringify(value)}`)
+  }
+  return value
+}
+
+/** Durations: as setTimeout takes them. */
+const MAX_MS = 2 ** 31 - 1
+
+module.exports = { UsageError, parse, integer, oneOf, MAX_MS }

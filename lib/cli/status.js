@@ -1,0 +1,225 @@
+// procward status: what a supervisor recorded, judged now, read as
+// `systemctl status` reads: a headline true at this moment, since when, the
+// main pid, restarts, the last exit, readiness, the child's own status
+// text, and a contained child's tasks, memory and CPU. Exit status as LSB
+// init scripts give it: 0 running, 3 not running, 4 unknown.
+
+const fs = require('node:fs')
+const path = require('node:path')
+const { parse, UsageError } = require('./args.js')
+const common = require('./common.js')
+
+const RUNNING = 0
+const NOT_RUNNING = 3
+const UNKNOWN = 4
+
+/**
+ * The judgement of a record: { active, sub, code } where active is what
+ * systemd would say (active, activating, deactivating, failed, inactive,
+ * unknown). The record says what the supervisor last wrote; whether it and
+ * its child are running is judged now (their pids and identities), and the
+ * judgement never claims more than both say.
+ */
+function judge(r) {
+  if (r === null) return { active: 'unknown', sub: 'no record', code: UNKNOWN }
+  // systemd's words for why a unit failed.
+  const result =
+    r.lastExit == null ? 'Result: start-failed' : r.lastExit.signal ? 'Result: signal' : 'Result: exit-code'
+  const supervisor = r.supervisor.running
+  const child = r.child?.running === true
+  if (!supervisor) {
+    if (child) return { active: 'failed', sub: 'supervisor gone, child running unsupervised', code: NOT_RUNNING }
+    if (r.state === 'failed') return { active: 'failed', sub: result, code: NOT_RUNNING }
+    if (r.state === 'stopped' || r.state === 'idle') return { active: 'inactive', sub: 'dead', code: NOT_RUNNING }
+    // It died (SIGKILL, a crash) without writing its end: nothing runs.
+    return { active: 'inactive', sub: 'dead', code: NOT_RUNNING, note: `the supervisor died while ${r.state}` }
+  }
+  switch (r.state) {
+    case 'running':
+      if (child) return { active: 'active', sub: 'running', code: RUNNING }
+      // Its child has just gone, and the supervisor has not written what
+      // it does about that yet.
+      return { active: 'unknown', sub: 'child gone, not yet recorded', code: UNKNOWN }
+    case 'starting':
+      return { active: 'activating', sub: 'start', code: NOT_RUNNING }
+    case 'backoff':
+      return { active: 'activating', sub: 'auto-restart', code: NOT_RUNNING }
+    case 'stopping':
+      return { active: 'deactivating', sub: 'stop', code: NOT_RUNNING }
+    case 'failed':
+      return { active: 'failed', sub: result, code: NOT_RUNNING }
+    default:
+      return { active: 'inactive', sub: 'dead', code: NOT_RUNNING }
+  }
+}
+
+/** Since when the judgement holds, as far as the record tells. */
+function sinceOf(r, j) {
+  if (r === null) return null
+  if (j.active === 'active' || j.active === 'activating' || j.active === 'deactivating') {
+    return r.child?.readyAt ?? r.child?.startedAt ?? r.updatedAt ?? null
+  }
+  return r.lastExit?.at ?? r.updatedAt ?? null
+}
+
+/** "3min 2s", "2h 5min", "4 days 3h", as systemd words an age. */
+function age(ms) {
+  if (!Number.isFinite(ms) || ms < 0) return null
+  const s = Math.floor(ms / 1000)
+  if (s < 60) return s === 0 ? `${ms}ms` : `${s}s`
+  const m = Math.floor(s / 60)
+  if (m < 60) return `${m}min ${s % 60}s`
+  const h = Math.floor(m / 60)
+  if (h < 24) return `${h}h ${m % 60}min`
+  const d = Math.floor(h / 24)
+  return `${d} day${d === 1 ? '' : 's'} ${h % 24}h`
+}
+
+function ago(iso, now) {
+  const t = Date.parse(iso)
+  const a = age(now - t)
+  return a === null ? '' : `; ${a} ago`
+}
+
+/** Where the cgroup2 hierarchy is mounted (Linux), or null. */
+function cgroup2Mount() {
+  try {
+    for (const line of fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
+      const [left, right] = line.split(' - ')
+      if (right?.startsWith('cgroup2 '))
+        return left.split(' ')[4].replace(/\\(\d{3})/g, (_, o) => String.fromCharCode(Number.parseInt(o, 8)))
+    }
+  } catch {
+    // not Linux, or no /proc
+  }
+  return null
+}
+
+function readNumber(file, pick = (t) => t) {
+  try {
+    const n = Number(pick(fs.readFileSync(file, 'utf8')))
+    return Number.isFinite(n) ? n : null
+  } catch {
+    return null
+  }
+}
+
+/**
+ * A recorded cgroup's tasks, memory and CPU, read now — when it is still
+ * the one recorded (its id is the directory's inode); null otherwise.
+ */
+function cgroupUsage(cg) {
+  if (cg == null || process.platform !== 'linux') return null
+  const mount = cgroup2Mount()
+  if (mount === null) return null
+  // A filesystem path (as spawnSupervised reports it), or one under the mount.
+  const dir = cg.path.startsWith(`${mount}/`) ? path.normalize(cg.path) : path.join(mount, cg.path)
+  if (!dir.startsWith(`${mount}/`)) return null
+  try {
+    if (fs.statSync(dir, { bigint: true }).ino !== BigInt(cg.id)) return null
+  } catch {
+    return null
+  }
+  let tasks = readNumber(path.join(dir, 'pids.current'))
+  if (tasks === null) {
+    try {
+      tasks = fs.readFileSync(path.join(dir, 'cgroup.threads'), 'utf8').split('\n').filter(Boolean).length
+    } catch {
+      tasks = null
+    }
+  }
+  return {
+    path: dir,
+    tasks,
+    memoryBytes: readNumber(path.join(dir, 'memory.current')),
+    cpuUsec: readNumber(path.join(dir, 'cpu.stat'), (t) => /^usage_usec (\d+)$/m.exec(t)?.[1]),
+  }
+}
+
+function bytes(n) {
+  if (n === null) return null
+  const units = ['B', 'K', 'M', 'G', 'T']
+  let v = n
+  let u = 0
+  while (v >= 1024 && u < units.length - 1) {
+    v /= 1024
+    u++
+  }
+  return u === 0 ? `${v}B` : `${v.toFixed(1)}${units[u]}`
+}
+
+function lines(file, r, j, usage, now) {
+  const since = sinceOf(r, j)
+  const out = [`${r.name} - procward supervisor (${file})`]
+  const field = (label, value) => {
+    if (value !== null && value !== undefined && value !== '') out.push(`${label.padStart(12)}: ${value}`)
+  }
+  field('Active', `${j.active} (${j.sub})${since ? ` since ${since}${ago(since, now)}` : ''}`)
+  if (j.note) field('Note', j.note)
+  if (r.child) {
+    const cmd = [r.child.command, ...r.child.args].join(' ')
+    field('Main PID', `${r.child.pid}${r.child.running ? '' : ' (gone)'}: ${cmd}`)
+    if (r.child.running) field('Started', `${r.child.startedAt}${ago(r.child.startedAt, now)}`)
+    if (r.child.running) field('Ready', r.child.readyAt ? `${r.child.readyAt}${ago(r.child.readyAt, now)}` : null)
+    if (r.child.running && typeof r.child.status === 'string') field('Status', JSON.stringify(r.child.status))
+  }
+  field(
+    'Supervisor',
+    `pid ${r.supervisor.pid}, ${r.supervisor.running ? 'running' : 'gone'}; recorded state: ${r.state}`,
+  )
+  field('Restarts', String(r.restarts))
+  if (r.lastExit) {
+    const a = r.lastExit.at ? age(now - Date.parse(r.lastExit.at)) : null
+    const at = r.lastExit.at ? `, at ${r.lastExit.at}${a === null ? '' : ` (${a} ago)`}` : ''
+    field('Last exit', `pid ${r.lastExit.pid}, ${common.exitText(r.lastExit)}${at}`)
+  }
+  if (r.meta != null && r.child?.running) field('Meta', JSON.stringify(r.meta))
+  if (usage !== null) {
+    field('Tasks', usage.tasks === null ? null : String(usage.tasks))
+    field('Memory', bytes(usage.memoryBytes))
+    field('CPU', usage.cpuUsec === null ? null : `${(usage.cpuUsec / 1e6).toFixed(3)}s`)
+    field('CGroup', usage.path)
+  } else if (r.child?.cgroup && r.child.running) {
+    field('CGroup', `${r.child.cgroup.path} (not readable)`)
+  }
+  field('Updated', r.updatedAt)
+  return out
+}
+
+async function main(argv, { help }) {
+  const { opts, positional } = parse('status', argv, { json: 'flag' })
+  if (opts.help) return help()
+  if (positional.length !== 1) throw new UsageError('status', 'one STATE_FILE is needed')
+  const file = positional[0]
+  let r
+  try {
+    r = common.procward().readSupervisorState(file)
+  } catch (err) {
+    if (err instanceof TypeError) throw new UsageError('status', err.message)
+    process.stderr.write(`procward: ${file}: ${common.describe(err)}\n`)
+    return UNKNOWN
+  }
+  const now = Date.now()
+  const j = judge(r)
+  const usage = r?.child?.running ? cgroupUsage(r.child.cgroup) : null
+  if (opts.json) {
+    const since = sinceOf(r, j)
+    const judgement = {
+      active: j.active,
+      sub: j.sub,
+      ...(j.note ? { note: j.note } : {}),
+      since,
+      uptimeMs: since !== null && Number.isFinite(Date.parse(since)) ? Math.max(0, now - Date.parse(since)) : null,
+      exitCode: j.code,
+      resources: usage,
+    }
+    process.stdout.write(`${JSON.stringify({ ...(r ?? {}), judgement }, null, 2)}\n`)
+  } else if (r === null) {
+    process.stderr.write(`procward: ${file}: no supervisor state recorded\n`)
+  } else {
+    process.stdout.write(`${lines(file, r, j, usage, now).join('\n')}\n`)
+  }
+  return j.code
+}
+
+module.exports = { main, judge }

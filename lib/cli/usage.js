@@ -1,0 +1,76 @@
+// The usage texts (`procward <verb> --help`).
+
+const USAGE = {
+  run: `usage: procward run [--name N] [--restart always|on-failure|never] [--state-file F]
+                    [--ready-port P] [--grace MS] [--max-restarts N] [--cgroup]
+                    [--hup stop|forward] [--prefix] [--json] -- COMMAND [ARGS...]
+
+Runs COMMAND under a supervisor in the foreground: restarted when it exits
+(with backoff; given up after a crash loop), and stopped with its whole
+process group by any signal that would end procward (SIGTERM, SIGINT, SIGHUP,
+SIGQUIT, SIGUSR2...), which then ends procward itself (status 128 + n). A
+second signal while stopping kills at once. One line per lifecycle event on
+stderr, timestamped unless stderr is the systemd journal (--json: one JSON
+object per line). With --restart never, exits with the child's status (128 + n
+when killed by signal n). A COMMAND that cannot be found exits 127, one that
+cannot be run 126.
+
+  --name N            name in the log lines and the state file (default: COMMAND's basename)
+  --restart POLICY    always (default), on-failure or never
+  --state-file F      record the state in F (and lock F.lock: one supervisor per file);
+                      a dead predecessor's child recorded there is stopped first
+  --ready-port P      ready once something accepts connections on 127.0.0.1:P
+  --grace MS          time the child gets to exit after SIGTERM (default 5000)
+  --max-restarts N    restarts allowed within 60 s before giving up (default 5)
+  --cgroup            contain the child in a cgroup of its own (where supported)
+  --hup stop|forward  SIGHUP (a closed terminal or ssh session) stops (default), or is
+                      passed on to COMMAND (a daemon's reload)
+  --prefix            prefix each line COMMAND writes with its name (and the time, as
+                      for our own lines); its output is then read through pipes
+  --json              log events as JSON lines`,
+  status: `usage: procward status STATE_FILE [--json]
+
+Tells what a supervisor recorded in STATE_FILE, judged now: active (running),
+activating, deactivating, failed or inactive (dead), since when, the main pid,
+restarts, the last exit, the ready time, and with a cgroup its tasks, memory
+and CPU. Exit status (LSB): 0 running, 3 not running, 4 unknown.
+
+  --json    print the record and the judgement as JSON`,
+  stop: `usage: procward stop STATE_FILE [--grace MS]
+
+Stops what STATE_FILE records. A live supervisor gets SIGTERM (pid and identity
+checked) and is waited for; the child it recorded is stopped directly (with its
+process group, and its cgroup if it had one) if it still runs afterwards, or if
+the supervisor is dead.
+
+  --grace MS    time each gets to exit after SIGTERM before SIGKILL (default: the
+                supervisor's own, as recorded; else 5000)`,
+  lock: `usage: procward lock FILE [--wait[=MS]] [--] COMMAND [ARGS...]
+       procward lock --postgres URL --key KEY [--wait[=MS]] [--] COMMAND [ARGS...]
+
+Runs COMMAND while holding an exclusive lock on FILE (flock(2), as flock(1)
+does), with a holder record in FILE; with --postgres, a PostgreSQL session
+advisory lock named KEY instead (needs the pg package), for more than one
+host. Exits with COMMAND's status, or 75 when the lock is held by another
+process (or, with --postgres, lost). SIGTERM, SIGINT and SIGHUP are passed on
+to COMMAND (a Ctrl-C at a terminal reaches it directly, and is not passed on
+twice); the lock is held until COMMAND has exited, and a second signal
+SIGKILLs it. A COMMAND that cannot be found exits 127, one that cannot be run
+126.
+
+  --wait[=MS]     wait for the lock (at most MS milliseconds) instead of failing at once
+  --postgres URL  lock on this PostgreSQL server (postgres://...) rather than a file
+  --key KEY       the lock's name on the server (required with --postgres)`,
+}
+
+const MAIN_USAGE = `usage: procward <command> [options]
+
+commands:
+  run      run a command under a supervisor, in the foreground
+  status   show a supervisor's state, judged now (exit 0 running, 3 not, 4 unknown)
+  stop     stop a supervisor (or its orphaned child) by its state file
+  lock     run a command while holding a lock (a file, or PostgreSQL)
+
+procward <command> --help shows a command's options; procward --version its version.`
+
+module.exports = { USAGE, MAIN_USAGE }
