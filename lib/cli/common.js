@@ -3,6 +3,7 @@
 // statuses, and error messages with their causes.
 
 const { constants } = require('node:os')
+const { findSpawnError, spawnFailureStatus, SPAWN_WORDS } = require('./exec-failure.js')
 
 let pkg = null
 /** The package's public entry. */
@@ -25,44 +26,6 @@ function exitText(e) {
   return `code ${e.code}`
 }
 
-/**
- * A spawn that failed: 127 when the command was not found, 126 when it was
- * found and could not be run, as env(1), timeout(1), nohup(1) and shells
- * report it; null for any other error.
- */
-function spawnFailureStatus(err) {
-  const e = findSpawnError(err)
-  if (e === null) return null
-  if (e.code === 'ENOENT') return 127
-  // Found, and exec refused it. Anything else (EMFILE, EAGAIN: a spawn
-  // that failed before exec) is our own failure, not the command's.
-  return EXEC_REFUSED.has(e.code) ? 126 : null
-}
-
-const EXEC_REFUSED = new Set([
-  'EACCES',
-  'ENOEXEC',
-  'ENOTDIR',
-  'EISDIR',
-  'ELOOP',
-  'ENAMETOOLONG',
-  'ETXTBSY',
-  'EPERM',
-  'E2BIG',
-])
-
-/** What a spawn error means, in words. */
-const SPAWN_WORDS = {
-  ENOENT: 'command not found',
-  EACCES: 'permission denied',
-  EISDIR: 'is a directory',
-  ENOEXEC: 'not an executable format',
-  ENOTDIR: 'not a directory (in its path)',
-  ELOOP: 'too many symbolic links',
-  ENAMETOOLONG: 'name too long',
-  ETXTBSY: 'text file busy',
-}
-
 /** An error's message, then each cause's where it adds something. */
 function describe(err) {
   let text = String(err?.message ?? err)
@@ -77,14 +40,6 @@ function describe(err) {
     text += ` (${spawnError.path}: ${SPAWN_WORDS[spawnError.code]})`
   }
   return text
-}
-
-function findSpawnError(err) {
-  for (let e = err, depth = 0; e != null && depth < 8; e = e.cause, depth++) {
-    // The error of a spawn that failed (node:child_process's shape: syscall 'spawn <command>').
-    if (typeof e === 'object' && typeof e.syscall === 'string' && /^spawn( |$)/.test(e.syscall)) return e
-  }
-  return null
 }
 
 /** A failure (not bad usage): one line on stderr. A command that could not be run says so plainly. */

@@ -5,17 +5,11 @@ const { typeError } = require('../errors')
 const validate = require('../validate')
 const { acquirePgLock } = require('./lock')
 const { PURPOSE_MAX } = require('./options')
+const { spawnFailureStatus, SPAWN_WORDS } = require('../cli/exec-failure.js')
 
 const FORWARDED = ['SIGINT', 'SIGTERM', 'SIGHUP']
 /** EX_TEMPFAIL: held by another holder, or lost while the command ran. */
 const EXIT_LOCKED = 75
-
-/** A command that could not be run: 127 not found, 126 found but not runnable, as a shell says. */
-function notRunnable(err) {
-  if (err?.code === 'ENOENT') return 127
-  if (['EACCES', 'ENOEXEC', 'EISDIR', 'ENOTDIR', 'EPERM'].includes(err?.code)) return 126
-  return null
-}
 
 /** The command line as the holder's purpose: cut to what a purpose holds, never inside a surrogate pair. */
 function purposeOf(command, args) {
@@ -135,9 +129,9 @@ async function runPgLock(options) {
   } catch (err) {
     unlisten()
     await lock.release()
-    const status = notRunnable(err)
+    const status = spawnFailureStatus(err)
     if (status === null) throw err
-    say(`${command}: ${status === 127 ? 'command not found' : 'cannot run it'} (${err.code})`)
+    say(`${command}: ${SPAWN_WORDS[err.code] ?? err.message}`)
     return status
   }
   if (lost) procward.stopSupervisedProcess(child, { graceMs }).catch(() => {})
