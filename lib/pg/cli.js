@@ -56,7 +56,7 @@ async function runPgLock(options) {
     throw typeError('args must be an array of strings')
   }
   validate.duration(graceMs, 'graceMs')
-  const procward = require('../../index.js')
+  const procward = require('../supervised')
   const say = (msg) => stderr.write(`procward: ${msg}\n`)
 
   // While waiting: a signal ends the wait, and us with its status.

@@ -64,7 +64,7 @@ let identityCache
 function ownIdentity() {
   if (identityCache === undefined) {
     try {
-      identityCache = require('../../index.js').getProcessInfo(process.pid)?.identity ?? ''
+      identityCache = require('../../binding.js').getProcessInfo(process.pid)?.identity ?? ''
     } catch {
       identityCache = ''
     }
