@@ -532,9 +532,14 @@ export interface SupervisorEvents {
   takeover: [info: SupervisorTakeover]
   /** The supervisor ended `stopped`: the daemon's StopResult, or null when none ran. */
   stopped: [result: StopResult | null]
-  /** A line of the child's stdout, when a ready check pipes it. */
+  /**
+   * A line of the child's stdout, when a ready check pipes it: UTF-8, without
+   * its "\n" (or "\r\n"); a line longer than 64 KiB comes in pieces of at most
+   * 64 KiB. With no listener the stream is copied byte for byte to this
+   * process's stdout instead.
+   */
   stdout: [line: string]
-  /** A line of the child's stderr, when a ready check pipes it. */
+  /** As `stdout`, for the child's stderr (copied to this process's stderr when no one listens). */
   stderr: [line: string]
 }
 
@@ -605,11 +610,19 @@ export interface SupervisorOptions {
    */
   takeover?: 'stop' | 'adopt' | undefined
   /**
-   * Main thread only. SIGTERM and SIGINT (and SIGHUP with `hup: 'stop'`)
-   * stop every supervisor that opted in; then, unless the application has
-   * its own listener, the process dies of the signal. A second signal while
-   * stopping SIGKILLs the daemons at once. `hup: 'forward'` passes SIGHUP to
-   * the daemons.
+   * Main thread only. Every signal whose default action would end the
+   * process (SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGABRT, SIGUSR2, SIGALRM,
+   * SIGVTALRM, SIGXCPU, SIGIO, SIGPWR, SIGSTKFLT where the platform has them; Windows:
+   * SIGBREAK, SIGHUP) stops the daemons of every supervisor that opted in,
+   * with their groups; then the process dies of that same signal (status
+   * 128 + n). A signal the application listens for is its own: SIGTERM and
+   * SIGINT still stop the daemons, but the process does not die; any other
+   * is left alone, as is one a native module catches or ignores (Linux). A
+   * second signal while stopping SIGKILLs the daemons at once.
+   * `hup: 'stop'` stops them on SIGHUP even when the application listens;
+   * `hup: 'forward'` passes SIGHUP on to the daemons (a reload), and the
+   * process runs on. Not the faults (SIGSEGV…), SIGUSR1, SIGPROF, SIGPIPE
+   * or SIGXFSZ.
    */
   handleSignals?: boolean | { hup?: 'stop' | 'forward' | undefined } | undefined
 }
@@ -717,7 +730,7 @@ export interface SupervisorStateRecord {
     running: boolean
     /** When it became ready; null before. */
     readyAt: string | null
-    /** The child's own status text (sd_notify `STATUS=`), or null. */
+    /** The child's own status text, where one was recorded (as a notify `STATUS=` line would set it); null otherwise. */
     status: string | null
   } | null
   state: SupervisorState
@@ -750,7 +763,10 @@ export interface SupervisorStateRecord {
  * names now, and the old holder's lock no longer counts. A lock ends with `release()` or with its process or worker
  * thread, never with a garbage collection.
  *
- * Linux and macOS; elsewhere it throws `ERR_PROCWARD_UNSUPPORTED_PLATFORM`.
+ * Linux and macOS take it with `flock`; Windows with `LockFileEx` (an
+ * exclusive lock on one byte far past the record, so the record stays
+ * readable), where `mode`, `allowNetworkFs` and following a replaced file
+ * while waiting do not apply (docs/platforms.md).
  *
  * @throws {TypeError} a non-string, empty or NUL-containing path; bad or
  *   unknown options (`code: 'ERR_INVALID_ARG_TYPE' | 'ERR_INVALID_ARG_VALUE'`).

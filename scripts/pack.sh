@@ -20,6 +20,14 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 DEST="$(mkdir -p "${1:-$ROOT/dist}" && cd "${1:-$ROOT/dist}" && pwd)"
 cd "$ROOT"
+# The project's pnpm (packs as it installs: workspace-free, no lifecycle
+# surprises), from its cache when it is not on PATH: `npm run pack:all`
+# works from any shell once `npm run setup` has run.
+. "$ROOT/scripts/env.sh"
+command -v pnpm >/dev/null || {
+  echo "pack: pnpm not found; run \`npm run setup\` (scripts/bootstrap.sh) first" >&2
+  exit 1
+}
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/procward-pack.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
 
