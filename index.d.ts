@@ -722,7 +722,8 @@ export interface SupervisorStateRecord {
     session: number
     command: string
     args: string[]
-    startedAt: string
+    /** When it was spawned; null for a daemon a successor found that the record did not name. */
+    startedAt: string | null
     /** Last time seen alive (the last write while it ran). */
     aliveAt: string
     cgroup: { path: string; id: number } | null
