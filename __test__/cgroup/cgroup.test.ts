@@ -562,6 +562,8 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
     await waitFor(() => !guardians().includes(first as number), 5000, 'the guardian to die')
     // Found dead at the next contained spawn, zombie or not, and replaced.
     const p = sup('sleep', ['1000'], { cgroup: true })
+    // Its /proc/<pid>/cmdline reads empty for an instant after the exec.
+    await waitFor(() => guardians().length > 0, 5000, 'a new guardian')
     const [second] = guardians()
     expect(second).toBeGreaterThan(0)
     expect(second).not.toBe(first)
