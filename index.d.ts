@@ -748,6 +748,21 @@ export interface SupervisorStateRecord {
 // ---- lock ---------------------------------------------------------------------
 
 /**
+ * The lock file for `name` in `dir`: `dir/<name, encoded>.lock`, so a lock
+ * per user, per identity (`resync:${identity}`) or per URL needs no
+ * file-name encoding of your own. Any non-empty string is a name. The
+ * encoding is one to one (two names never share a file) and stable (a lock
+ * is found again by the same name in a later release): letters, digits,
+ * `-`, `_` and `.` (not leading) stay, every other UTF-8 byte becomes `%xx`;
+ * a name longer than 160 encoded characters keeps a readable head and a
+ * SHA-256 of the whole. The result never holds a separator or NUL, is never
+ * `.`/`..`, and stays within 255 bytes. Nothing is created.
+ * @throws {TypeError} `dir` not a non-empty string without NUL; `name` not a
+ *   non-empty string, or with a lone surrogate (it has no UTF-8).
+ */
+export declare function lockPath(dir: string, name: string): string
+
+/**
  * Takes the lock on `path`: an exclusive `flock(2)` on a fresh open of the
  * file, so the kernel judges who holds it and drops it when the holder's
  * descriptor closes — on `release()`, on exit by any cause, on SIGKILL, even

@@ -42,3 +42,4 @@ exports.tryLock = tryLock
 exports.readLock = readLock
 exports.ProcessLock = ProcessLock
 exports.isLockedError = require('./lib/locked-error').isLockedError
+exports.lockPath = require('./lib/lock-path').lockPath

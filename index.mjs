@@ -21,6 +21,7 @@ export const killRecordedCgroup = procward.killRecordedCgroup
 export const acquireLock = procward.acquireLock
 export const tryLock = procward.tryLock
 export const readLock = procward.readLock
+export const lockPath = procward.lockPath
 export const ProcessLock = procward.ProcessLock
 export const isLockedError = procward.isLockedError
 export default procward
