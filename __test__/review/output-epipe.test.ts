@@ -6,11 +6,11 @@
 // dies of an uncaught exception — a child's write, or our own log line,
 // kills the supervisor (and, with no sweep, leaves the daemon's workers
 // behind). With 'inherit' the child alone would have seen EPIPE/SIGPIPE.
-import { type ChildProcess } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { FIXTURES, trackProcesses, waitFor } from '../helpers'
 import { CLI, NODE } from '../cli/cli-process'
+import { FIXTURES, trackProcesses, waitFor } from '../helpers'
 
 const { others } = trackProcesses()
 const PROCWARD = join(__dirname, '..', '..', 'index.js')
