@@ -1,12 +1,9 @@
-// Review: DESIGN's trust rule for takeover and `procward stop`: "A record
-// naming pid 1, this process, one of its ancestors, our process group or
-// our session is never signalled." `procward stop` checks pid 1 and
-// itself only (distrustSupervisorState); the takeover's untouchable()
-// walks the ancestors, the group and the session, but stop does not use
-// it. A record (ours, 0600) whose child is an ancestor of `procward stop`
-// — e.g. a script run by the daemon that stops "its" service, or a record
-// gone stale whose pid+identity names the shell — gets that ancestor
-// SIGTERMed.
+// DESIGN's trust rule for takeover and `procward stop`: "A record naming
+// pid 1, this process, one of its ancestors, our process group or our
+// session is never signalled." A record (ours, 0600) whose child is an
+// ancestor of `procward stop` (a script run by the daemon that stops "its"
+// service, or a stale record whose pid+identity names the shell) is
+// refused, and the ancestor lives.
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
@@ -15,9 +12,9 @@ import { CLI, NODE } from '../cli/cli-process'
 import { tempDirs, trackProcesses, waitFor } from '../helpers'
 
 const { others } = trackProcesses()
-const tempDir = tempDirs('procward-review-stop-')
+const tempDir = tempDirs('procward-stop-trust-')
 
-describe('review: procward stop and the trust rule', () => {
+describe('procward stop and the trust rule', () => {
   it('never signals its own ancestor named as the child by a record', async () => {
     const file = join(tempDir(), 'state.json')
     // The shell waits for a line, then runs `procward stop` and reports.

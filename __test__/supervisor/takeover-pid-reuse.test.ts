@@ -1,15 +1,11 @@
-// Review: a successor finds the daemons its dead predecessor spawned but
-// did not record by the mark in their environment (procfs.markedProcesses,
-// a /proc scan), and only afterwards reads each one's identity
-// (takeover.unrecordedDaemons: getProcessInfo(p.pid)). Nothing ties that
-// identity to the process whose environment held the mark: if the marked
-// process exits during the rest of the scan (which reads every process on
-// the machine, then sleeps up to 5 × 20 ms for processes still in exec)
-// and its pid is reused, the newcomer's identity is taken, and the
-// newcomer is stopped (SIGTERM) — or, with takeover 'adopt', adopted as
-// our daemon. Here the reuse is placed in that window deterministically:
-// markedProcesses is wrapped, and the pid reused (ns_last_pid, root) just
-// before the scan's answer is handed back.
+// A successor finds the daemons its dead predecessor spawned but did not
+// record by the mark in their environment (procfs.markedProcesses, a /proc
+// scan). The identity it acts on must be that of the process whose
+// environment held the mark: if the marked process exits during the scan
+// and its pid is reused, the newcomer is neither stopped nor adopted. The
+// reuse is placed in that window deterministically: markedProcesses is
+// wrapped, and the pid reused (ns_last_pid, root) just before the scan's
+// answer is handed back.
 import type { ChildProcess } from 'node:child_process'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
@@ -18,7 +14,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { aliveInProcTable, isRoot, spawnOnPid, tempDirs, trackProcesses, waitFor } from '../helpers'
 
 const { others } = trackProcesses()
-const tempDir = tempDirs('procward-review-takeover-')
+const tempDir = tempDirs('procward-takeover-reuse-')
 const req = createRequire(__filename)
 const procward = req('../../index.js')
 const procfs = req('../../lib/supervisor/procfs.js')
@@ -33,7 +29,7 @@ function ownSession(): number {
   return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[3])
 }
 
-describe('review: takeover of unrecorded daemons and pid reuse', () => {
+describe('takeover of unrecorded daemons and pid reuse', () => {
   for (const takeover of ['stop', 'adopt'] as const) {
     it.skipIf(!isRoot)(
       `never signals a process that took a marked daemon's pid during the scan (${takeover})`,

@@ -1,11 +1,9 @@
-// Review: handleSignals re-raises a signal once the supervisors are
-// stopped "unless the application has its own listener for that signal".
-// It asks whether others listen from inside its own listener, at emit
-// time. An application's `process.once(sig, ...)` registered before
-// start() has already been removed by then (Node removes a once-wrapper
-// before calling it), so procward concludes nobody listens and kills the
-// process with the signal in the middle of the application's own graceful
-// shutdown — the most common way to write one.
+// handleSignals re-raises a signal once the supervisors are stopped unless
+// the application has its own listener for it. The most common graceful
+// shutdown, `process.once(sig, ...)` registered before start(), counts as
+// one: Node removes a once-wrapper before calling it, so procward must look
+// before that (it runs first), or it would kill the process in the middle
+// of the application's shutdown.
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { trackProcesses, waitFor } from '../helpers'
@@ -13,7 +11,7 @@ import { trackProcesses, waitFor } from '../helpers'
 const { others } = trackProcesses()
 const PROCWARD = join(__dirname, '..', '..', 'index.js')
 
-describe("review: handleSignals and the application's own once-listener", () => {
+describe("handleSignals and the application's own once-listener", () => {
   it("an app's process.once('SIGTERM') listener still wins: no re-raise, its shutdown completes", async () => {
     const app = [
       `const { Supervisor } = require(${JSON.stringify(PROCWARD)})`,

@@ -1,11 +1,9 @@
-// Review: the copy of a ready check's stream (lib/supervisor/output.js) and
-// `procward run`'s own log lines write to this process's stdout/stderr
-// through process.stdout/process.stderr when they are pipes. When the
-// pipe's reader goes away (a log shipper restarted, `| head`), Node emits
-// EPIPE as an 'error' on that stream; nothing listens, so the supervisor
-// dies of an uncaught exception — a child's write, or our own log line,
-// kills the supervisor (and, with no sweep, leaves the daemon's workers
-// behind). With 'inherit' the child alone would have seen EPIPE/SIGPIPE.
+// A reader of our stdout/stderr that goes away (a log shipper restarted,
+// `| head`) ends the copy of a ready check's stream, and `procward run`'s
+// log, never the supervisor: Node raises EPIPE as an 'error' on
+// process.stdout/stderr, which uncaught would kill it (and leave the
+// daemon's workers behind). With 'inherit' only the child would have seen
+// EPIPE/SIGPIPE.
 import type { ChildProcess } from 'node:child_process'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
@@ -39,7 +37,7 @@ const exitOf = (proc: ChildProcess) =>
     else proc.once('exit', (code, signal) => resolve({ code, signal }))
   })
 
-describe('review: EPIPE on our own stdout/stderr', () => {
+describe('EPIPE on our own stdout/stderr', () => {
   it("a supervisor survives when its stdout's reader goes away while it copies a child's output", async () => {
     const options = {
       command: 'sh',

@@ -1,11 +1,7 @@
-// Review: `procward status` reads the record "as found": parseRecord checks
-// pids, identities, command and args, but not child.cgroup, startedAt or
-// lastExit. A record whose child still runs and whose `cgroup` is not
-// { path: string, id } makes status throw a JS TypeError
-// ("cg.path.startsWith is not a function"), printed as the failure, exit
-// 1 — not an LSB answer (0/3/4). And a record written for an adopted
-// unrecorded daemon (takeover.adoptionRecord: startedAt null) prints
-// "Started: null"; a missing one "Started: undefined".
+// `procward status` reads the record as found: a child.cgroup that is not
+// { path: string, id } still gets an LSB answer (0/3/4), never a JS
+// TypeError; a start time the record does not hold (an adopted daemon's
+// startedAt is null) is left out, never printed as "null"/"undefined".
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
@@ -14,7 +10,7 @@ import { cli } from '../cli/cli-process'
 import { tempDirs, trackProcesses } from '../helpers'
 
 const { others } = trackProcesses()
-const tempDir = tempDirs('procward-review-status-')
+const tempDir = tempDirs('procward-status-odd-')
 
 function record(child: { pid: number; identity: string }, extra: object): object {
   const now = new Date().toISOString()
@@ -47,7 +43,7 @@ async function liveChild(): Promise<{ pid: number; identity: string }> {
   return { pid, identity }
 }
 
-describe('review: procward status on odd records', () => {
+describe('procward status on odd records', () => {
   for (const cgroup of [{ path: 5, id: 1 }, 'x', {}]) {
     it(`a child.cgroup of ${JSON.stringify(cgroup)} is an LSB answer, not a crash`, async () => {
       const child = await liveChild()

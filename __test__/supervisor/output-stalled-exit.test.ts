@@ -1,11 +1,10 @@
-// Review: with a line ready check and no 'stdout' listener, the daemon's
-// output is copied to our fd 1 with fs.write on the threadpool when fd 1 is
-// a terminal. If the terminal's reader has stopped (Ctrl-S, a frozen
-// terminal emulator, a pty nobody reads), one fs.write sits blocked in the
-// threadpool for good. stop() resolves, but the pending request keeps the
-// event loop alive: an application that stops its supervisor and has
-// nothing else to do never exits. With stdio 'inherit' (what the copy
-// stands in for) only the daemon would block, and it is gone after stop().
+// With a line ready check and no 'stdout' listener, the daemon's output is
+// copied to our fd 1. If fd 1 is a terminal whose reader has stopped
+// (Ctrl-S, a frozen terminal emulator, a pty nobody reads), the copy must
+// not keep the application alive once stop() has resolved: with stdio
+// 'inherit' (what the copy stands in for) only the daemon would block, and
+// it is gone after stop(). (A write blocked in the threadpool would hold
+// the loop for good.)
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { trackProcesses, waitFor } from '../helpers'
@@ -13,7 +12,7 @@ import { trackProcesses, waitFor } from '../helpers'
 const { others } = trackProcesses()
 const PROCWARD = join(__dirname, '..', '..', 'index.js')
 
-describe('review: the copy to a stalled terminal', () => {
+describe('the copy to a stalled terminal', () => {
   it('once stop() has resolved, nothing of the copy keeps the process alive', async () => {
     const app = [
       `const { Supervisor } = require(${JSON.stringify(PROCWARD)})`,
