@@ -684,7 +684,8 @@ export declare function readSupervisorState(stateFile: string): SupervisorStateR
  * they may be. Trusted: a record from a regular file (not a symbolic link)
  * of this process's user that no one else may write — or, for root, another
  * user's file whose running processes are all that user's. Never when it
- * names pid 1 or this process. Throws the fs error when the file cannot be
+ * names pid 1, this process, one of its ancestors, or the leader of this
+ * process's group or session. Throws the fs error when the file cannot be
  * examined (`ENOENT`, ...), TypeError for bad arguments.
  */
 export declare function distrustSupervisorState(stateFile: string, record: SupervisorStateRecord): string | null

@@ -49,6 +49,8 @@ function parse(verb, argv, spec, { command = null } = {}) {
     }
     const kind = Object.hasOwn(spec, t.name) && raw.startsWith('--') ? spec[t.name] : undefined
     if (kind === undefined) throw new UsageError(verb, `unknown option ${raw}`)
+    // `--grace 5 --grace 6`: which one was meant is not ours to guess.
+    if (Object.hasOwn(opts, t.name)) throw new UsageError(verb, `${raw} is given more than once`)
     if (kind === 'flag') {
       if (t.inlineValue) throw new UsageError(verb, `${raw} takes no value`)
       opts[t.name] = true

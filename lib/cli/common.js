@@ -22,8 +22,29 @@ function statusOf(exit) {
 function exitText(e) {
   if (e === null) return 'unknown status'
   if (e.signal) return `killed by ${e.signal}`
-  if (e.code === null) return 'status unknown'
+  if (e.code == null) return 'status unknown'
   return `code ${e.code}`
+}
+
+const C_ESCAPES = { '\n': '\\n', '\r': '\\r', '\t': '\\t' }
+
+/**
+ * `text` for one line of a terminal or a log: control characters (C0, DEL,
+ * C1) escaped as systemctl does (a newline as \n, ESC as \x1b), so that a
+ * name or a command can neither forge a line nor drive the terminal.
+ */
+function escapeControl(text) {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: they are what is escaped
+  return String(text).replace(/[\x00-\x1f\x7f-\x9f]/g, (c) => {
+    return C_ESCAPES[c] ?? `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`
+  })
+}
+
+/** The words after an exit in the log: "(unexpected)" unless we stopped it, or it ended cleanly where that is not a crash. */
+function exitNote(e, restart) {
+  if (e.expected) return ''
+  if (e.code === 0 && !e.signal && (restart === 'never' || restart === 'on-failure')) return ''
+  return ' (unexpected)'
 }
 
 /** An error's message, then each cause's where it adds something. */
@@ -49,4 +70,4 @@ function fail(err) {
   process.stderr.write(`procward: ${own ? `${err.path}: ${words}` : describe(err)}\n`)
 }
 
-module.exports = { procward, statusOf, exitText, spawnFailureStatus, describe, fail }
+module.exports = { procward, statusOf, exitText, exitNote, escapeControl, spawnFailureStatus, describe, fail }

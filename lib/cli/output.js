@@ -7,6 +7,7 @@
 // behind, so a slow reader slows the child as it would without us.
 
 const fs = require('node:fs')
+const { escapeControl } = require('./common.js')
 
 /** Is fd 2 the stream systemd's journal gave us (JOURNAL_STREAM = dev:inode)? */
 function underJournal() {
@@ -109,11 +110,18 @@ class FdWriter {
 }
 
 /**
- * The log: `line(text)` writes one line of ours on stderr; `pipe(child,
+ * The log: `line(text)` writes one line of ours on stderr (its control
+ * characters escaped: a name or a command cannot forge a line); `pipe(child,
  * name)` copies a child's piped stdout and stderr with a prefix (only with
  * --prefix); `settle()` waits for the copies to end and be written out.
  */
 function createOutput({ stamp, prefix }) {
+  // Our log's reader may go away (`2>&1 | logger`, and the logger
+  // restarts): EPIPE ends the log, never the supervisor (which would leave
+  // the child's group behind). Node raises it as an 'error' on the stream,
+  // uncaught without a listener; the stream is destroyed, and our lines go
+  // nowhere from then on. The same for our stdout.
+  for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {})
   const out = prefix ? new FdWriter(1) : null
   const err = prefix ? new FdWriter(2) : null
   /** Streams being copied → the promise of their end. */
@@ -121,11 +129,11 @@ function createOutput({ stamp, prefix }) {
   const now = () => (stamp ? `${new Date().toISOString()} ` : '')
 
   function line(text) {
-    const s = `${now()}${text}\n`
+    const s = `${now()}${escapeControl(text)}\n`
     // With --prefix our lines share fd 2 with the child's stderr copy: one
     // writer keeps them in order.
     if (err !== null) err.write(Buffer.from(s))
-    else process.stderr.write(s)
+    else if (!process.stderr.destroyed) process.stderr.write(s)
   }
 
   /** Copies `stream` to `writer`, `label` before each line, bytes otherwise exact. */

@@ -90,7 +90,7 @@ async function main(argv, { help }) {
     log('spawn', { pid: c.pid }, `pid ${c.pid}: ${[command, ...args].join(' ')}`)
   })
   sup.on('ready', (c) => log('ready', { pid: c?.pid ?? null }, c ? `pid ${c.pid}` : ''))
-  sup.on('exit', (e) => log('exit', { ...e }, `pid ${e.pid} ${exitText(e)}${e.expected ? '' : ' (unexpected)'}`))
+  sup.on('exit', (e) => log('exit', { ...e }, `pid ${e.pid} ${exitText(e)}${common.exitNote(e, options.restart)}`))
   sup.on('restart', (r) => log('restart', { ...r }, `attempt ${r.attempt} in ${r.delayMs} ms`))
   sup.on('takeover', (t) =>
     log(

@@ -53,13 +53,34 @@ function judge(r) {
   }
 }
 
+/** `v` if the record holds a time there (a string), else null: records are read as found. */
+function when(v) {
+  return typeof v === 'string' && v !== '' ? v : null
+}
+
+/**
+ * The record's `child.cgroup`: null (none), the cgroup ({ path, id }), or
+ * 'malformed' (something else: a record written by hand, or tampered with).
+ */
+function recordedCgroup(cg) {
+  if (cg == null) return null
+  const ok =
+    typeof cg === 'object' && typeof cg.path === 'string' && cg.path !== '' && Number.isSafeInteger(cg.id) && cg.id > 0
+  return ok ? cg : 'malformed'
+}
+
 /** Since when the judgement holds, as far as the record tells. */
 function sinceOf(r, j) {
   if (r === null) return null
   if (j.active === 'active' || j.active === 'activating' || j.active === 'deactivating') {
-    return r.child?.readyAt ?? r.child?.startedAt ?? r.updatedAt ?? null
+    return when(r.child?.readyAt) ?? when(r.child?.startedAt) ?? when(r.updatedAt)
   }
-  return r.lastExit?.at ?? r.updatedAt ?? null
+  return when(lastExitOf(r)?.at) ?? when(r.updatedAt)
+}
+
+/** The record's lastExit if it is an object (null otherwise). */
+function lastExitOf(r) {
+  return r.lastExit !== null && typeof r.lastExit === 'object' ? r.lastExit : null
 }
 
 /** "3min 2s", "2h 5min", "4 days 3h", as systemd words an age. */
@@ -108,8 +129,9 @@ function readNumber(file, pick = (t) => t) {
  * A recorded cgroup's tasks, memory and CPU, read now — when it is still
  * the one recorded (its id is the directory's inode); null otherwise.
  */
-function cgroupUsage(cg) {
-  if (cg == null || process.platform !== 'linux') return null
+function cgroupUsage(recorded) {
+  const cg = recordedCgroup(recorded)
+  if (cg === null || cg === 'malformed' || process.platform !== 'linux') return null
   const mount = cgroup2Mount()
   if (mount === null) return null
   // A filesystem path (as spawnSupervised reports it), or one under the mount.
@@ -159,8 +181,11 @@ function lines(file, r, j, usage, now) {
   if (r.child) {
     const cmd = [r.child.command, ...r.child.args].join(' ')
     field('Main PID', `${r.child.pid}${r.child.running ? '' : ' (gone)'}: ${cmd}`)
-    if (r.child.running) field('Started', `${r.child.startedAt}${ago(r.child.startedAt, now)}`)
-    if (r.child.running) field('Ready', r.child.readyAt ? `${r.child.readyAt}${ago(r.child.readyAt, now)}` : null)
+    // What the record knows (an adopted daemon's start is not known).
+    const started = when(r.child.startedAt)
+    const ready = when(r.child.readyAt)
+    if (r.child.running && started !== null) field('Started', `${started}${ago(started, now)}`)
+    if (r.child.running && ready !== null) field('Ready', `${ready}${ago(ready, now)}`)
     if (r.child.running && typeof r.child.status === 'string') field('Status', JSON.stringify(r.child.status))
   }
   field(
@@ -168,10 +193,13 @@ function lines(file, r, j, usage, now) {
     `pid ${r.supervisor.pid}, ${r.supervisor.running ? 'running' : 'gone'}; recorded state: ${r.state}`,
   )
   field('Restarts', String(r.restarts))
-  if (r.lastExit) {
-    const a = r.lastExit.at ? age(now - Date.parse(r.lastExit.at)) : null
-    const at = r.lastExit.at ? `, at ${r.lastExit.at}${a === null ? '' : ` (${a} ago)`}` : ''
-    field('Last exit', `pid ${r.lastExit.pid}, ${common.exitText(r.lastExit)}${at}`)
+  const lastExit = lastExitOf(r)
+  if (lastExit !== null) {
+    const exitAt = when(lastExit.at)
+    const a = exitAt ? age(now - Date.parse(exitAt)) : null
+    const at = exitAt ? `, at ${exitAt}${a === null ? '' : ` (${a} ago)`}` : ''
+    const pid = Number.isSafeInteger(lastExit.pid) ? `pid ${lastExit.pid}, ` : ''
+    field('Last exit', `${pid}${common.exitText(lastExit)}${at}`)
   }
   if (r.meta != null && r.child?.running) field('Meta', JSON.stringify(r.meta))
   if (usage !== null) {
@@ -179,11 +207,15 @@ function lines(file, r, j, usage, now) {
     field('Memory', bytes(usage.memoryBytes))
     field('CPU', usage.cpuUsec === null ? null : `${(usage.cpuUsec / 1e6).toFixed(3)}s`)
     field('CGroup', usage.path)
-  } else if (r.child?.cgroup && r.child.running) {
-    field('CGroup', `${r.child.cgroup.path} (not readable)`)
+  } else if (r.child?.running) {
+    const cg = recordedCgroup(r.child.cgroup)
+    if (cg === 'malformed') field('CGroup', '(malformed in the record: not read)')
+    else if (cg !== null) field('CGroup', `${cg.path} (not readable)`)
   }
-  field('Updated', r.updatedAt)
-  return out
+  field('Updated', when(r.updatedAt))
+  // Names, commands and paths come from the record and the command line:
+  // their control characters are shown escaped, never sent to the terminal.
+  return out.map(common.escapeControl)
 }
 
 async function main(argv, { help }) {

@@ -19,11 +19,29 @@
 // threadpool thread — a stalled terminal blocks that thread, not the loop.
 // One writer per fd, writing one chunk at a time, so at most one threadpool
 // thread per fd waits on a stalled destination, however many supervisors
-// copy. Rejected: reopening the terminal non-blocking (/proc/self/fd/N or
-// its ttyname) and writing through a tty.WriteStream — Linux only, and
-// Node's tty stream makes its fd blocking again unless an internal handle
-// method is called; nor may O_NONBLOCK be set on fd 1 itself, a file
-// description shared with the shell that started us.
+// copy. O_NONBLOCK may not be set on fd 1 itself (a file description
+// shared with the shell that started us), nor may a tty.WriteStream be used
+// (Node's tty stream makes its fd blocking again).
+//
+// A terminal on Linux is written through a file description of our own,
+// opened non-blocking from /proc/self/fd/N (a tty's open makes a new one;
+// the shell's stays as it was): fs.write then never waits in the
+// threadpool, and a full terminal is tried again on a timer. A write
+// pending in the threadpool would hold the event loop for good once the
+// terminal's reader stalls (Ctrl-S, a pty nobody reads), and cannot be
+// unref'd; a timer can: once the terminal has taken nothing for STALL_MS,
+// the retries no longer keep the process alive (while the child runs, the
+// supervisor does; after it, what a stalled terminal refuses is lost, as a
+// child blocked on it and then stopped would have lost it). Elsewhere, a
+// terminal is written by fs.write on the threadpool as before.
+//
+// A pipe whose reader went away (EPIPE) is the copy's end, not the
+// supervisor's: the error of our write is taken (the application's own
+// errors on the stream still reach it, or crash it as they would without
+// us), and what the child writes is read and dropped from then on. Dropped
+// rather than its pipe closed: the same stream feeds the ready check and
+// the line events, and a child dying of SIGPIPE because a log reader
+// restarted would turn into a restart loop.
 
 const fs = require('node:fs')
 const tty = require('node:tty')
@@ -119,6 +137,48 @@ function text(line) {
 
 // ---- the copy -------------------------------------------------------------------------
 
+/** A terminal that has taken nothing for this long is stalled: its retries no longer hold the loop. */
+const STALL_MS = 1000
+
+/** Writes of ours to process.stdout/stderr that failed: their 'error' is ours, not the application's. */
+const ownErrors = new WeakSet()
+const guarded = new WeakSet()
+
+/**
+ * Takes the 'error' a failed write of ours raises on `stream`, which would
+ * otherwise be uncaught (Node's process.stdout has no listener): the stream
+ * is destroyed, and the copy drops what comes next. Any other error is the
+ * application's: thrown as it would be without us, unless it listens.
+ */
+function guard(stream) {
+  if (guarded.has(stream)) return
+  guarded.add(stream)
+  stream.on('error', function onCopyError(err) {
+    if (ownErrors.has(err)) return
+    if (stream.listeners('error').every((l) => l === onCopyError)) throw err
+  })
+}
+
+/**
+ * On Linux, a file description of our own for the terminal on `fd`,
+ * non-blocking; null elsewhere or when it cannot be had (then fd itself is
+ * written, blocking a threadpool thread while the terminal is full).
+ */
+function ownTerminal(fd) {
+  if (process.platform !== 'linux') return null
+  try {
+    const own = fs.openSync(
+      `/proc/self/fd/${fd}`,
+      fs.constants.O_WRONLY | fs.constants.O_NONBLOCK | fs.constants.O_NOCTTY,
+    )
+    if (tty.isatty(own)) return own
+    fs.closeSync(own)
+  } catch {
+    // not reopenable (permissions, no /proc): fd itself
+  }
+  return null
+}
+
 /** How fd is written without blocking the loop: 'stream' (process.stdout/stderr), 'fs' (threadpool) or 'none'. */
 function modeOf(fd) {
   let st
@@ -148,9 +208,13 @@ function whenDrained(stream, done) {
 /** Writes chunks to one of this process's fds (1 or 2), one at a time, in order. */
 class FdWriter {
   #fd
+  /** What fs.write writes: #fd, or our own non-blocking description of its terminal. */
+  #target = null
   #mode = null
   #queue = []
   #busy = false
+  /** When the terminal last refused a write with nothing taken since (null: it takes). */
+  #stalledSince = null
 
   constructor(fd) {
     this.#fd = fd
@@ -173,7 +237,10 @@ class FdWriter {
       item.done()
       this.#next()
     }
-    this.#mode ??= modeOf(this.#fd)
+    if (this.#mode === null) {
+      this.#mode = modeOf(this.#fd)
+      this.#target = this.#mode === 'fs' && tty.isatty(this.#fd) ? (ownTerminal(this.#fd) ?? this.#fd) : this.#fd
+    }
     if (this.#mode === 'stream') this.#toStream(item.buf, finish)
     else if (this.#mode === 'fs') this.#toFd(item.buf, 0, 1, finish)
     else finish()
@@ -181,25 +248,36 @@ class FdWriter {
 
   #toStream(buf, finish) {
     const stream = this.#fd === 1 ? process.stdout : process.stderr
+    // Its reader gone (EPIPE destroyed it): the copy goes nowhere.
     if (stream.destroyed || stream.writableEnded) return finish()
-    if (stream.write(buf)) finish()
+    guard(stream)
+    const written = stream.write(buf, (err) => {
+      if (err) ownErrors.add(err)
+    })
+    if (written) finish()
     else whenDrained(stream, finish)
   }
 
   /** fs.write on the threadpool, until all of `buf` from `at` is written. */
   #toFd(buf, at, retryMs, finish) {
-    fs.write(this.#fd, buf, at, buf.length - at, null, (err, n) => {
+    fs.write(this.#target, buf, at, buf.length - at, null, (err, n) => {
       if (err) {
-        // Someone made the fd non-blocking (a shared file description):
-        // try again shortly rather than drop. Anything else (EPIPE, EIO of
-        // a terminal hung up, EBADF) drops the chunk, as the child writing
-        // there itself would have lost it.
+        // A full terminal (ours is non-blocking), or someone made the fd
+        // non-blocking (a shared file description): try again shortly
+        // rather than drop. Anything else (EPIPE, EIO of a terminal hung
+        // up, EBADF) drops the chunk, as the child writing there itself
+        // would have lost it.
         if (err.code === 'EAGAIN') {
-          setTimeout(() => this.#toFd(buf, at, Math.min(retryMs * 2, 100), finish), retryMs)
+          const now = performance.now()
+          this.#stalledSince ??= now
+          const t = setTimeout(() => this.#toFd(buf, at, Math.min(retryMs * 2, 100), finish), retryMs)
+          if (now - this.#stalledSince >= STALL_MS) t.unref()
           return
         }
+        this.#stalledSince = null
         return finish()
       }
+      if (n > 0) this.#stalledSince = null
       if (at + n < buf.length) this.#toFd(buf, at + n, 1, finish)
       else finish()
     })

@@ -146,14 +146,33 @@ function holdsEntry(env, needle) {
   return false
 }
 
-/** The entry for `pid` if its environment holds `needle`: null if not; undefined while it reads empty. */
-async function markedOne(pid, needle) {
-  let env
+/** `pid`'s environment block, or null when gone or unreadable. */
+async function environOf(pid) {
   try {
-    env = await fsp.readFile(`/proc/${pid}/environ`)
+    return await fsp.readFile(`/proc/${pid}/environ`)
   } catch {
     return null
   }
+}
+
+/** `pid`'s identity (getProcessInfo), or null when gone or unreadable. */
+function identityOf(pid) {
+  try {
+    return callNative(native.getProcessInfo, pid)?.identity ?? null
+  } catch {
+    return null
+  }
+}
+
+/**
+ * The entry for `pid` if its environment holds `needle`: null if not;
+ * undefined while it reads empty. Its identity is read on both sides of a
+ * second look at the environment: the same identity before and after ties
+ * the mark to that process, not to one that took its pid meanwhile.
+ */
+async function markedOne(pid, needle) {
+  const env = await environOf(pid)
+  if (env === null) return null
   const st = env.length === 0 || holdsEntry(env, needle) ? await statOf(pid) : null
   if (st === null || st.state === 'Z' || st.state === 'X') return null
   // Empty: a kernel thread, a program started with no environment, or one
@@ -161,12 +180,17 @@ async function markedOne(pid, needle) {
   // pipe closes, a moment before the new program's environment is in
   // place): looked at again.
   if (env.length === 0) return pid === 2 || st.ppid === 2 ? null : undefined
-  return { pid, ppid: st.ppid, pgid: st.pgid, session: st.session }
+  const identity = identityOf(pid)
+  if (identity === null) return null
+  const again = await environOf(pid)
+  if (again === null || !holdsEntry(again, needle) || identityOf(pid) !== identity) return null
+  return { pid, ppid: st.ppid, pgid: st.pgid, session: st.session, identity }
 }
 
 /**
  * The running processes (not zombies) whose environment, as exec gave it,
- * holds `entry` ("NAME=value"): [{ pid, ppid, pgid, session }]. A /proc scan
+ * holds `entry` ("NAME=value"): [{ pid, ppid, pgid, session, identity }],
+ * the identity that of the process whose environment held it. A /proc scan
  * (Linux; [] elsewhere); processes whose environment we may not read are
  * not seen. One whose environment reads empty is read again a few times,
  * 20 ms apart, for a process still in its exec.
@@ -199,6 +223,40 @@ async function markedProcesses(entry) {
     unsettled = again
   }
   return found
+}
+
+/**
+ * Why a recorded process must never be stopped, adopted or signalled on a
+ * record's word, or null: the trust rule of the takeover and of `procward
+ * stop`, in one place. No daemon a supervisor spawned can be pid 1, this
+ * process, one of its ancestors, or the leader of its group or session; a
+ * record naming one is corrupt or forged (and a group stop of pid 1 would
+ * reach every process).
+ */
+function untouchable(pid) {
+  if (pid === 1) return 'it is pid 1 (init)'
+  if (pid === process.pid) return 'it is this process'
+  let own = null
+  try {
+    own = callNative(native.getProcessInfo, process.pid)
+  } catch {
+    // unknown: the ancestor walk below still runs
+  }
+  if (own !== null && pid === own.pgid) return "it leads this process's group"
+  if (pid === ownSession()) return "it leads this process's session"
+  let ppid = own?.ppid ?? process.ppid
+  for (let i = 0; i < 128 && ppid > 1; i++) {
+    if (ppid === pid) return 'it is an ancestor of this process'
+    let info = null
+    try {
+      info = callNative(native.getProcessInfo, ppid)
+    } catch {
+      break
+    }
+    if (info === null) break
+    ppid = info.ppid
+  }
+  return null
 }
 
 /** `pid`'s command line as argv, or null when gone. */
@@ -284,6 +342,7 @@ module.exports = {
   childListens,
   childSession,
   ownSession,
+  untouchable,
   CAN_SWEEP,
   sweepStrays,
   markedProcesses,

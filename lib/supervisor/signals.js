@@ -137,7 +137,11 @@ function sync() {
     if (!listeners.has(sig)) {
       const l = () => onProcessSignal(sig)
       listeners.set(sig, l)
-      process.on(sig, l)
+      // First in line, so that the application's listeners are seen as
+      // they were when the signal came: Node removes a process.once()
+      // listener before calling it, and one that ran before ours would look
+      // like nobody.
+      process.prependListener(sig, l)
     }
   }
 }

@@ -325,8 +325,9 @@ function readSupervisorState(stateFile) {
  * may be. Trusted: a record from a regular file (not a symbolic link) of
  * this process's user that no one else may write — or, for root, one of
  * another user's files whose running processes are all that user's (an
- * administrator stopping a user's supervisor). Never when it names pid 1
- * or this process, whatever the file.
+ * administrator stopping a user's supervisor). Never when it names pid 1,
+ * this process, one of its ancestors, or the leader of our process group
+ * or session, whatever the file.
  */
 function distrustSupervisorState(stateFile, record) {
   validate.nonEmptyString(stateFile, 'stateFile')
@@ -338,8 +339,8 @@ function distrustSupervisorState(stateFile, record) {
     record.child?.running ? record.child.pid : null,
   ]
   for (const pid of pids) {
-    if (pid === 1) return 'it names pid 1 (init)'
-    if (pid === process.pid) return 'it names this process'
+    const refused = pid === null ? null : procfs.untouchable(pid)
+    if (refused !== null) return `it names pid ${pid}, and ${refused}`
   }
   const st = fs.lstatSync(stateFile)
   const why = st.isSymbolicLink() ? 'it is a symbolic link' : untrustedStat(st)

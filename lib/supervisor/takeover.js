@@ -11,40 +11,8 @@ const { callNative, fromNative, typeError } = require('../errors')
 const validate = require('../validate')
 const { stopSupervisedProcess } = require('../supervised')
 const procfs = require('./procfs')
+const { untouchable } = procfs
 const { isRunning, MARK_VAR, parseRecord, readRecordFile } = require('./state-file')
-
-/**
- * Why a recorded process must never be stopped, adopted or signalled on the
- * record's word, or null. No daemon a supervisor spawned can be pid 1, this
- * process, one of its ancestors, or the leader of its group or session; a
- * record naming one is corrupt or forged (and a group stop of pid 1 would
- * reach every process).
- */
-function untouchable(pid) {
-  if (pid === 1) return 'it is pid 1 (init)'
-  if (pid === process.pid) return 'it is this process'
-  let own = null
-  try {
-    own = callNative(native.getProcessInfo, process.pid)
-  } catch {
-    // unknown: the ancestor walk below still runs
-  }
-  if (own !== null && pid === own.pgid) return "it leads this process's group"
-  if (pid === procfs.ownSession()) return "it leads this process's session"
-  let ppid = own?.ppid ?? process.ppid
-  for (let i = 0; i < 128 && ppid > 1; i++) {
-    if (ppid === pid) return 'it is an ancestor of this process'
-    let info = null
-    try {
-      info = callNative(native.getProcessInfo, ppid)
-    } catch {
-      break
-    }
-    if (info === null) break
-    ppid = info.ppid
-  }
-  return null
-}
 
 /** Whether `pid` leads its own process group now (so a stop takes the group). */
 function leadsGroup(pid) {
@@ -126,13 +94,9 @@ async function unrecordedDaemons(sup, exclude) {
     if (p.pid === exclude || pids.has(p.ppid)) continue
     if (typeof sup.session === 'number' && p.session !== sup.session) continue
     if (untouchable(p.pid) !== null) continue
-    let identity = null
-    try {
-      identity = callNative(native.getProcessInfo, p.pid)?.identity ?? null
-    } catch {
-      // gone, or unreadable: not acted on
-    }
-    if (identity !== null) found.push({ ...p, identity })
+    // The identity is the marked process's own (read with its mark): if it
+    // is gone by now, its pid may be another's, never to be acted on.
+    if (isRunning(p.pid, p.identity)) found.push(p)
   }
   return found
 }
@@ -150,9 +114,12 @@ async function daemonCgroup(pid) {
   return cg
 }
 
-/** A record for adopting an unrecorded daemon `d` (see unrecordedDaemons), as the predecessor would have written it. */
+/** A record for adopting an unrecorded daemon `d` (see unrecordedDaemons), as the predecessor would have written it; null once `d` is gone. */
 async function adoptionRecord(d) {
   const argv = (await procfs.argvOf(d.pid)) ?? []
+  const cgroup = await daemonCgroup(d.pid)
+  // Read by pid: only worth anything if the pid is still the daemon's.
+  if (!isRunning(d.pid, d.identity)) return null
   const now = new Date().toISOString()
   return {
     pid: d.pid,
@@ -163,7 +130,7 @@ async function adoptionRecord(d) {
     args: argv.slice(1),
     startedAt: null,
     aliveAt: now,
-    cgroup: await daemonCgroup(d.pid),
+    cgroup,
   }
 }
 
@@ -173,7 +140,9 @@ async function adoptionRecord(d) {
  * Resolves the 'takeover' event.
  */
 async function stopUnrecorded(d, stopDefaults, track) {
-  const cgroup = await daemonCgroup(d.pid)
+  let cgroup = await daemonCgroup(d.pid)
+  // Read by pid: only the daemon's if the pid still is.
+  if (!isRunning(d.pid, d.identity)) cgroup = null
   const target = { identity: d.identity, group: d.pgid === d.pid }
   track({ pid: d.pid, target })
   let result
