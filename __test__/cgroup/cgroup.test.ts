@@ -731,3 +731,50 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
     }
   })
 })
+
+describe('error messages read like Node, never with Rust error text', () => {
+  const noRustText = (e: unknown) => {
+    const message = String((e as Error)?.message ?? e)
+    expect(message).not.toMatch(/os error/i)
+    expect(message).not.toMatch(/\(os error \d+\)|Os \{ code/)
+  }
+
+  it('a cgroup parent that does not exist, or runs through a file, names the errno in words', () => {
+    const file = join(tempDir(), 'file')
+    writeFileSync(file, '')
+    const cases: [string, RegExp][] = [
+      ['/nonexistent', /^cgroup\.parent \/nonexistent: ENOENT: no such file or directory$/],
+      [join(file, 'below'), /: ENOTDIR: not a directory$/],
+    ]
+    for (const [parent, message] of cases) {
+      let err: (Error & { code?: string }) | null = null
+      try {
+        spawnSupervised('sleep', ['1000'], { cgroup: { parent } })
+      } catch (e) {
+        err = e as Error & { code?: string }
+      }
+      expect(err, parent).toBeInstanceOf(TypeError)
+      expect(err?.code).toBe('ERR_INVALID_ARG_VALUE')
+      expect(err?.message).toMatch(message)
+      noRustText(err)
+    }
+  })
+
+  it('with no fd left (EMFILE), every call that fails says so without Rust error text', async () => {
+    const { stdout } = await execFileP('sh', [
+      '-c',
+      'ulimit -n 64 && exec "$0" "$@"',
+      process.execPath,
+      join(FIXTURES, 'error-texts.cjs'),
+      PROCWARD,
+      join(tempDir(), 'lock'),
+    ])
+    const res = JSON.parse(stdout) as { held: number; errors: { call: string; code: string; message: string }[] }
+    expect(res.held).toBeGreaterThan(0)
+    // Something did fail here (the contained spawn needs fds at every step).
+    expect(res.errors.length).toBeGreaterThan(0)
+    for (const e of res.errors) {
+      expect(e.message, e.call).not.toMatch(/os error/i)
+    }
+  })
+})

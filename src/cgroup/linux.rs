@@ -33,6 +33,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use super::parse;
+use crate::errors::io_text;
 use super::{CgroupError, Support, Usage};
 
 const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
@@ -100,12 +101,12 @@ fn place() -> Result<Place, String> {
         ));
     }
     let cg = std::fs::read_to_string("/proc/self/cgroup")
-        .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
+        .map_err(|e| format!("cannot read /proc/self/cgroup: {}", io_text(&e)))?;
     let own = parse::own_v2_path(&cg)
         .ok_or("no cgroup v2 hierarchy: /proc/self/cgroup has no 0:: line (cgroup v1 only)")?
         .to_owned();
     let mi = std::fs::read_to_string("/proc/self/mountinfo")
-        .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+        .map_err(|e| format!("cannot read /proc/self/mountinfo: {}", io_text(&e)))?;
     let mounts = parse::v2_mounts(&mi);
     if mounts.is_empty() {
         return Err("cgroup v2 is not mounted (no cgroup2 entry in /proc/self/mountinfo)".into());
@@ -222,8 +223,9 @@ fn ensure_default_parent() -> Result<PathBuf, CgroupError> {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
         Err(e) => {
             return Err(CgroupError::Unavailable(format!(
-                "cannot create {}: {e}",
-                parent.display()
+                "cannot create {}: {}",
+                parent.display(),
+                io_text(&e)
             )))
         }
     }
@@ -261,11 +263,16 @@ fn explicit_parent(parent: &Path) -> Result<PathBuf, CgroupError> {
             parent.display().to_string()
         )));
     }
-    let parent = std::fs::canonicalize(parent)
-        .map_err(|e| CgroupError::BadParent(format!("cgroup.parent {}: {e}", parent.display())))?;
+    let bad = |e: io::Error| {
+        CgroupError::BadParent(format!(
+            "cgroup.parent {}: {}",
+            parent.display(),
+            io_text(&e)
+        ))
+    };
+    let parent = std::fs::canonicalize(parent).map_err(bad)?;
     let parent = parent.as_path();
-    let meta = std::fs::metadata(parent)
-        .map_err(|e| CgroupError::BadParent(format!("cgroup.parent {}: {e}", parent.display())))?;
+    let meta = std::fs::metadata(parent).map_err(bad)?;
     if !meta.is_dir() || !is_cgroup2(parent).unwrap_or(false) {
         return Err(CgroupError::BadParent(format!(
             "cgroup.parent {} is not a directory of a cgroup v2 hierarchy",
