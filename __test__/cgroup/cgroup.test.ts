@@ -423,6 +423,45 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
     await waitFor(() => !existsSync(cgroup), 15_000, 'the new guardian to remove the cgroup')
   })
 
+  it('a guardian killed twice within a second is replaced once the rate limit allows, not at the next contained spawn', async () => {
+    const owner = others.spawn(process.execPath, [
+      OWNER,
+      PROCWARD,
+      'sh',
+      JSON.stringify(['-c', 'setsid sleep 1000 & echo $!; wait']),
+      JSON.stringify({ cgroup: true }),
+    ])
+    const info = await jsonLine(owner)
+    const cgroup = info.cgroup as string
+    const stray = Number(info.line)
+    const guardianOf = (pid: number) =>
+      childrenOf(pid).find((p) => {
+        try {
+          return readFileSync(`/proc/${p}/cmdline`, 'latin1').startsWith('procward-guardian') && aliveInProcTable(p)
+        } catch {
+          return false
+        }
+      }) ?? 0
+    const seen: number[] = []
+    // The first, then its replacement at once, killed as soon as it shows.
+    for (let i = 0; i < 2; i++) {
+      let g = 0
+      await waitFor(() => (g = guardianOf(owner.pid as number)) > 0 && !seen.includes(g), 5000, `guardian ${i + 1}`)
+      seen.push(g)
+      process.kill(g, 'SIGKILL')
+    }
+    // No contained spawn follows: a third comes by itself.
+    let third = 0
+    await waitFor(
+      () => (third = guardianOf(owner.pid as number)) > 0 && !seen.includes(third),
+      10_000,
+      'a third guardian',
+    )
+    owner.kill('SIGKILL')
+    await waitFor(() => !aliveInProcTable(stray), 5000, 'the third guardian to kill the stray')
+    await waitFor(() => !existsSync(cgroup), 15_000, 'the third guardian to remove the cgroup')
+  })
+
   it("the guardian finds rmdir on its owner's PATH where the usual directories lack it (NixOS)", async (ctx) => {
     const rmdir = spawnSync('sh', ['-c', 'command -v rmdir'], { encoding: 'utf8' }).stdout.trim()
     const unshare = spawnSync('unshare', ['-m', 'true'])
