@@ -817,3 +817,124 @@ describe('error messages read like Node, never with Rust error text', () => {
     }
   })
 })
+
+// ---- under a service manager ---------------------------------------------------------
+
+/** The cgroup2 mount point, from /proc/self/mountinfo (null: none). */
+function v2Mount(): string | null {
+  for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
+    const [pre, post] = line.split(' - ')
+    if (post?.startsWith('cgroup2 ')) return (pre as string).split(' ')[4] as string
+  }
+  return null
+}
+
+/** Every cgroup below `dir` (deepest first), and `dir` itself last. */
+function cgroupsBelow(dir: string): string[] {
+  const out: string[] = []
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    if (e.isDirectory()) out.push(...cgroupsBelow(join(dir, e.name)))
+  }
+  out.push(dir)
+  return out
+}
+
+/** Pids in `dir` and every cgroup below it. */
+function pidsBelow(dir: string): number[] {
+  return cgroupsBelow(dir).flatMap((d) => {
+    try {
+      return members(d)
+    } catch {
+      return []
+    }
+  })
+}
+
+describe('containment under a service manager (a test cgroup standing in for a unit)', () => {
+  const mount = v2Mount()
+  const canRun = process.getuid?.() === 0 && mount !== null && support.available
+  const canXattr = spawnSync('python3', ['-c', 'import os']).status === 0
+  let n = 0
+
+  /**
+   * A fresh "unit" cgroup holding a supervisor process (the owner fixture)
+   * that spawned a contained child with a setsid grandchild (the stray).
+   */
+  async function unitWithSupervisor(delegate: boolean) {
+    const unit = join(mount as string, `procward-unit-${process.pid}-${++n}`)
+    mkdirSync(unit)
+    onTestFinished(async () => {
+      if (!existsSync(unit)) return
+      writeFileSync(join(unit, 'cgroup.kill'), '1')
+      await waitFor(() => pidsBelow(unit).length === 0, 5000, 'the unit to empty')
+      for (const d of cgroupsBelow(unit)) rmdirSync(d)
+    })
+    if (delegate) {
+      const set = spawnSync('python3', ['-c', 'import os,sys; os.setxattr(sys.argv[1], "trusted.delegate", b"1")', unit])
+      expect(set.status).toBe(0)
+    }
+    const owner = others.spawn('sh', [
+      '-c',
+      'echo $$ > "$0/cgroup.procs" && exec "$@"',
+      unit,
+      process.execPath,
+      OWNER,
+      PROCWARD,
+      'sh',
+      JSON.stringify(['-c', 'setsid sleep 1000 & echo $!; wait']),
+      JSON.stringify({ cgroup: true }),
+    ])
+    const info = await jsonLine(owner)
+    const ownerCgroup = readFileSync(`/proc/${owner.pid}/cgroup`, 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('0::'))
+      ?.slice(3)
+    return { unit, owner, cgroup: info.cgroup as string, stray: Number(info.line), ownerCgroup }
+  }
+
+  for (const delegate of [true, false]) {
+    const how = delegate ? 'delegated (the supervisor moves into a leaf)' : 'not delegated (root, no Delegate=)'
+    it.skipIf(!canRun || (delegate && !canXattr))(
+      `${how}: the children live inside the unit, and SIGTERM to every process of it ends them all`,
+      async () => {
+        const { unit, owner, cgroup, stray, ownerCgroup } = await unitWithSupervisor(delegate)
+        const rel = unit.slice((mount as string).length)
+        expect(cgroup.startsWith(`${unit}/procward/`)).toBe(true)
+        expect(ownerCgroup).toBe(delegate ? `${rel}/supervisor` : rel)
+        expect(pidsBelow(unit)).toContain(stray)
+        // What `systemctl stop` does first: SIGTERM to every process of the unit.
+        for (const pid of pidsBelow(unit)) {
+          try {
+            process.kill(pid, 'SIGTERM')
+          } catch {
+            // gone meanwhile
+          }
+        }
+        await new Promise((r) => owner.once('exit', r))
+        await waitFor(() => !aliveInProcTable(stray), 5000, 'the stray to die')
+        // The guardian outlived the SIGTERM, saw its owner die, and removed the child's cgroup.
+        await waitFor(() => !existsSync(cgroup), 15_000, "the child's cgroup to be removed")
+        await waitFor(() => pidsBelow(unit).filter(aliveInProcTable).length === 0, 5000, 'the unit to empty')
+        // Left below the unit: only our empty skeleton, which a manager trims with the unit.
+        const left = cgroupsBelow(unit).slice(0, -1).map((d) => d.slice(unit.length + 1))
+        expect(left.every((d) => d === 'procward' || d === 'supervisor')).toBe(true)
+      },
+    )
+
+    it.skipIf(!canRun || (delegate && !canXattr))(
+      `${how}: cgroup.kill of the unit ends them all, and leaves only empty cgroups below it`,
+      async () => {
+        const { unit, owner, cgroup, stray } = await unitWithSupervisor(delegate)
+        expect(cgroup.startsWith(`${unit}/procward/`)).toBe(true)
+        writeFileSync(join(unit, 'cgroup.kill'), '1')
+        await new Promise((r) => owner.once('exit', r))
+        await waitFor(() => !aliveInProcTable(stray), 5000, 'the stray to die')
+        await waitFor(() => pidsBelow(unit).length === 0, 5000, 'the unit to empty')
+        // Nothing of ours survived to remove them: a manager removes the
+        // unit's tree bottom-up, and can (every one is empty).
+        for (const d of cgroupsBelow(unit)) rmdirSync(d)
+        expect(existsSync(unit)).toBe(false)
+      },
+    )
+  }
+})

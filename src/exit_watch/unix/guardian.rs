@@ -15,6 +15,12 @@
 //! children fails). A child spawned with `parentDeathSignal: false` is
 //! named without the prefix and left alone.
 //!
+//! It ignores SIGTERM, SIGINT and SIGHUP: a service manager stopping our
+//! unit sends SIGTERM to every process in it, the guardian included, and it
+//! must keep guarding until its EOF (our death), then do its work. Only
+//! SIGKILL (or `cgroup.kill` of the unit, which takes our children too)
+//! ends it early.
+//!
 //! Why a shell and not a fork of this process: a fork of Node without exec
 //! would pin a copy-on-write image of the whole heap for as long as it
 //! lives, and would show Node's environment; `sh` costs about a megabyte,
@@ -43,7 +49,8 @@ use std::time::{Duration, Instant};
 use super::{register, watch, Watched};
 use crate::spawn::{self, Command, Stdio};
 
-const SCRIPT: &str = r#"p=$1
+const SCRIPT: &str = r#"trap '' TERM INT HUP
+p=$1
 shift
 dirs=
 for d in "$@"; do dirs="$dirs$d
