@@ -444,19 +444,19 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
       }) ?? 0
     const seen: number[] = []
     // The first, then its replacement at once, killed as soon as it shows.
+    const fresh = () => {
+      const g = guardianOf(owner.pid as number)
+      return g > 0 && !seen.includes(g) ? g : 0
+    }
     for (let i = 0; i < 2; i++) {
-      let g = 0
-      await waitFor(() => (g = guardianOf(owner.pid as number)) > 0 && !seen.includes(g), 5000, `guardian ${i + 1}`)
+      await waitFor(() => fresh() > 0, 5000, `guardian ${i + 1}`)
+      const g = fresh()
+      expect(g).toBeGreaterThan(0)
       seen.push(g)
       process.kill(g, 'SIGKILL')
     }
     // No contained spawn follows: a third comes by itself.
-    let third = 0
-    await waitFor(
-      () => (third = guardianOf(owner.pid as number)) > 0 && !seen.includes(third),
-      10_000,
-      'a third guardian',
-    )
+    await waitFor(() => fresh() > 0, 10_000, 'a third guardian')
     owner.kill('SIGKILL')
     await waitFor(() => !aliveInProcTable(stray), 5000, 'the third guardian to kill the stray')
     await waitFor(() => !existsSync(cgroup), 15_000, 'the third guardian to remove the cgroup')
@@ -870,7 +870,11 @@ describe('containment under a service manager (a test cgroup standing in for a u
       for (const d of cgroupsBelow(unit)) rmdirSync(d)
     })
     if (delegate) {
-      const set = spawnSync('python3', ['-c', 'import os,sys; os.setxattr(sys.argv[1], "trusted.delegate", b"1")', unit])
+      const set = spawnSync('python3', [
+        '-c',
+        'import os,sys; os.setxattr(sys.argv[1], "trusted.delegate", b"1")',
+        unit,
+      ])
       expect(set.status).toBe(0)
     }
     const owner = others.spawn('sh', [
@@ -916,7 +920,9 @@ describe('containment under a service manager (a test cgroup standing in for a u
         await waitFor(() => !existsSync(cgroup), 15_000, "the child's cgroup to be removed")
         await waitFor(() => pidsBelow(unit).filter(aliveInProcTable).length === 0, 5000, 'the unit to empty')
         // Left below the unit: only our empty skeleton, which a manager trims with the unit.
-        const left = cgroupsBelow(unit).slice(0, -1).map((d) => d.slice(unit.length + 1))
+        const left = cgroupsBelow(unit)
+          .slice(0, -1)
+          .map((d) => d.slice(unit.length + 1))
         expect(left.every((d) => d === 'procward' || d === 'supervisor')).toBe(true)
       },
     )

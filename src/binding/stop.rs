@@ -133,9 +133,7 @@ fn untouchable(pid: Pid, group: bool) -> Option<&'static str> {
                 child = p;
             }
             // Unreadable (hidden from us, say): still our parent's pid.
-            None if child.ppid == pid.as_raw() => {
-                return Some("it is an ancestor of this process")
-            }
+            None if child.ppid == pid.as_raw() => return Some("it is an ancestor of this process"),
             None => break,
         }
     }

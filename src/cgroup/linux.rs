@@ -43,8 +43,8 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use super::parse;
-use crate::errors::io_text;
 use super::{CgroupError, Support, Usage};
+use crate::errors::io_text;
 
 const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
 
@@ -210,7 +210,8 @@ fn delegated(own: &Path) -> bool {
         .all(|f| writable(&own.join(f)).is_ok());
     // SAFETY: geteuid takes no arguments and cannot fail.
     let root = unsafe { libc::geteuid() } == 0;
-    writable_all && (!root || has_xattr(own, c"trusted.delegate") || has_xattr(own, c"user.delegate"))
+    writable_all
+        && (!root || has_xattr(own, c"trusted.delegate") || has_xattr(own, c"user.delegate"))
 }
 
 fn has_xattr(path: &Path, name: &std::ffi::CStr) -> bool {
@@ -279,10 +280,7 @@ fn ensure_default_parent() -> Result<PathBuf, CgroupError> {
     // controllers below it), out of our cgroup into a leaf, so that it can
     // hand controllers to ours (where other processes still sit in it, the
     // kernel refuses and usage stays null for them).
-    if place.own != place.own_mount.point
-        && delegated(&place.own)
-        && move_into_leaf(&place.own)
-    {
+    if place.own != place.own_mount.point && delegated(&place.own) && move_into_leaf(&place.own) {
         enable_controllers(&place.own);
     }
     enable_controllers(&parent);

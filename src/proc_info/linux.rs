@@ -281,7 +281,8 @@ fn other_threads_run(pid: Pid) -> bool {
         return false;
     };
     let leader = pid.as_raw().to_string();
-    dir.flatten().any(|e| e.file_name().to_str() != Some(leader.as_str()))
+    dir.flatten()
+        .any(|e| e.file_name().to_str() != Some(leader.as_str()))
 }
 
 fn parse_stat(buf: &[u8]) -> io::Result<Stat> {

@@ -117,11 +117,13 @@ pub(super) fn exiting(pid: i32, start_time: u64) -> bool {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return true;
     };
-    tasks.flatten().all(|t| match std::fs::read(t.path().join("stat")) {
-        Ok(stat) => parse_exiting(&stat, None),
-        // Gone: that thread has exited.
-        Err(_) => true,
-    })
+    tasks
+        .flatten()
+        .all(|t| match std::fs::read(t.path().join("stat")) {
+            Ok(stat) => parse_exiting(&stat, None),
+            // Gone: that thread has exited.
+            Err(_) => true,
+        })
 }
 
 /// `start_time`: the process's, checked when given (a thread's own stat
