@@ -248,17 +248,24 @@ pub fn support() -> Support {
         Ok(p) => p,
         Err(reason) => return Support::no(None, reason),
     };
-    let parent = default_parent(&place);
+    // Once made, the default parent is where it was made: this process may
+    // have moved into its leaf since, below it.
+    let parent = MADE
+        .get()
+        .cloned()
+        .unwrap_or_else(|| default_parent(&place));
     match check_writable(&place, &parent) {
         Ok(()) => Support::yes(parent),
         Err(reason) => Support::no(Some(parent), reason),
     }
 }
 
+/// The default parent, once made.
+static MADE: OnceLock<PathBuf> = OnceLock::new();
+
 /// The default parent, made (and its controllers enabled) on first use and
 /// remembered once it works.
 fn ensure_default_parent() -> Result<PathBuf, CgroupError> {
-    static MADE: OnceLock<PathBuf> = OnceLock::new();
     if let Some(p) = MADE.get() {
         return Ok(p.clone());
     }
