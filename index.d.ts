@@ -38,7 +38,12 @@ export interface ProcessInfo {
   pid: number
   ppid: number
   pgid: number
-  state: 'running' | 'sleeping' | 'disk-sleep' | 'stopped' | 'zombie' | 'dead' | 'idle' | 'other'
+  /**
+   * 'exiting' (Linux): the main thread has ended while other threads of the
+   * process still run (a process being killed, until its last thread is
+   * gone); it still runs, as `isProcessRunning` says. 'zombie': it has exited.
+   */
+  state: 'running' | 'sleeping' | 'disk-sleep' | 'stopped' | 'exiting' | 'zombie' | 'dead' | 'idle' | 'other'
   /**
    * Opaque, stable for the life of this process, different for any later
    * process that reuses the pid (boot id + start time + pidfs inode on Linux).

@@ -1,7 +1,7 @@
 // Helpers for tests against real processes. They read the process table
 // directly (/proc), independently of procward's own parser, so a bug there
 // cannot hide itself.
-import { type ChildProcess, spawn } from 'node:child_process'
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
 import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs'
 import net from 'node:net'
 import { tmpdir } from 'node:os'
@@ -327,4 +327,31 @@ export function tempDirs(prefix: string): () => string {
     dirs.push(d)
     return d
   }
+}
+
+/**
+ * A process whose main thread has ended while another thread runs on and
+ * holds an exclusive flock on `lockPath` (fixtures/leader-exits.c, built
+ * with cc): `/proc/<pid>/stat` says Z for it. `beforeExit` runs while its
+ * main thread still runs (to take its identity, say). Null without cc.
+ */
+export async function leaderExited(
+  spawned: Spawned,
+  lockPath: string,
+  dir: string,
+  beforeExit: (pid: number) => void = () => {},
+): Promise<number | null> {
+  const exe = join(dir, 'leader-exits')
+  const cc = spawnSync('cc', ['-O', '-pthread', '-o', exe, join(FIXTURES, 'leader-exits.c')])
+  if (cc.status !== 0) return null
+  const child = spawned.spawn(exe, [lockPath], { stdio: ['pipe', 'pipe', 'inherit'] })
+  const pid = Number(await firstLine(child))
+  beforeExit(pid)
+  child.stdin?.write('go\n')
+  await waitFor(
+    () => procState(pid) === 'Z' && readdirSync(`/proc/${pid}/task`).length === 2,
+    5000,
+    'its main thread to end while the other runs',
+  )
+  return pid
 }

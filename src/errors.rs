@@ -116,6 +116,18 @@ fn c_library_text(errno: i32) -> String {
     text.to_string_lossy().into_owned()
 }
 
+/// An `io::Error` in words for a message, as Node words a system error's
+/// cause: `"ENOENT: no such file or directory"`, never Rust's
+/// " (os error N)". An error of ours (no errno) is its own text.
+pub fn io_text(err: &std::io::Error) -> String {
+    match crate::sys::errno_of(err) {
+        Some(errno) if err.raw_os_error().is_some() => {
+            format!("{}: {}", errno_name(errno), describe(errno))
+        }
+        _ => err.to_string(),
+    }
+}
+
 /// A JSON string literal (the fields here are short and mostly ASCII).
 pub fn json_str(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
@@ -151,6 +163,14 @@ mod tests {
         }
         assert_eq!(errno_of_name("ERR_OUT_OF_RANGE"), None);
         assert_eq!(errno_of_name("EUNKNOWN"), None);
+    }
+
+    #[test]
+    fn io_errors_read_like_node() {
+        let e = std::io::Error::from_raw_os_error(libc::ENOENT);
+        assert_eq!(io_text(&e), "ENOENT: no such file or directory");
+        let ours = std::io::Error::other("a reason of ours");
+        assert_eq!(io_text(&ours), "a reason of ours");
     }
 
     #[test]

@@ -423,6 +423,45 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
     await waitFor(() => !existsSync(cgroup), 15_000, 'the new guardian to remove the cgroup')
   })
 
+  it('a guardian killed twice within a second is replaced once the rate limit allows, not at the next contained spawn', async () => {
+    const owner = others.spawn(process.execPath, [
+      OWNER,
+      PROCWARD,
+      'sh',
+      JSON.stringify(['-c', 'setsid sleep 1000 & echo $!; wait']),
+      JSON.stringify({ cgroup: true }),
+    ])
+    const info = await jsonLine(owner)
+    const cgroup = info.cgroup as string
+    const stray = Number(info.line)
+    const guardianOf = (pid: number) =>
+      childrenOf(pid).find((p) => {
+        try {
+          return readFileSync(`/proc/${p}/cmdline`, 'latin1').startsWith('procward-guardian') && aliveInProcTable(p)
+        } catch {
+          return false
+        }
+      }) ?? 0
+    const seen: number[] = []
+    // The first, then its replacement at once, killed as soon as it shows.
+    const fresh = () => {
+      const g = guardianOf(owner.pid as number)
+      return g > 0 && !seen.includes(g) ? g : 0
+    }
+    for (let i = 0; i < 2; i++) {
+      await waitFor(() => fresh() > 0, 5000, `guardian ${i + 1}`)
+      const g = fresh()
+      expect(g).toBeGreaterThan(0)
+      seen.push(g)
+      process.kill(g, 'SIGKILL')
+    }
+    // No contained spawn follows: a third comes by itself.
+    await waitFor(() => fresh() > 0, 10_000, 'a third guardian')
+    owner.kill('SIGKILL')
+    await waitFor(() => !aliveInProcTable(stray), 5000, 'the third guardian to kill the stray')
+    await waitFor(() => !existsSync(cgroup), 15_000, 'the third guardian to remove the cgroup')
+  })
+
   it("the guardian finds rmdir on its owner's PATH where the usual directories lack it (NixOS)", async (ctx) => {
     const rmdir = spawnSync('sh', ['-c', 'command -v rmdir'], { encoding: 'utf8' }).stdout.trim()
     const unshare = spawnSync('unshare', ['-m', 'true'])
@@ -732,4 +771,178 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
       rmdirSync(freezer)
     }
   })
+})
+
+describe('error messages read like Node, never with Rust error text', () => {
+  const noRustText = (e: unknown) => {
+    const message = String((e as Error)?.message ?? e)
+    expect(message).not.toMatch(/os error/i)
+    expect(message).not.toMatch(/\(os error \d+\)|Os \{ code/)
+  }
+
+  it('a cgroup parent that does not exist, or runs through a file, names the errno in words', () => {
+    const file = join(tempDir(), 'file')
+    writeFileSync(file, '')
+    const cases: [string, RegExp][] = [
+      ['/nonexistent', /^cgroup\.parent \/nonexistent: ENOENT: no such file or directory$/],
+      [join(file, 'below'), /: ENOTDIR: not a directory$/],
+    ]
+    for (const [parent, message] of cases) {
+      let err: (Error & { code?: string }) | null = null
+      try {
+        spawnSupervised('sleep', ['1000'], { cgroup: { parent } })
+      } catch (e) {
+        err = e as Error & { code?: string }
+      }
+      expect(err, parent).toBeInstanceOf(TypeError)
+      expect(err?.code).toBe('ERR_INVALID_ARG_VALUE')
+      expect(err?.message).toMatch(message)
+      noRustText(err)
+    }
+  })
+
+  it('with no fd left (EMFILE), every call that fails says so without Rust error text', async () => {
+    const { stdout } = await execFileP('sh', [
+      '-c',
+      'ulimit -n 64 && exec "$0" "$@"',
+      process.execPath,
+      join(FIXTURES, 'error-texts.cjs'),
+      PROCWARD,
+      join(tempDir(), 'lock'),
+    ])
+    const res = JSON.parse(stdout) as { held: number; errors: { call: string; code: string; message: string }[] }
+    expect(res.held).toBeGreaterThan(0)
+    // Something did fail here (the contained spawn needs fds at every step).
+    expect(res.errors.length).toBeGreaterThan(0)
+    for (const e of res.errors) {
+      expect(e.message, e.call).not.toMatch(/os error/i)
+    }
+  })
+})
+
+// ---- under a service manager ---------------------------------------------------------
+
+/** The cgroup2 mount point, from /proc/self/mountinfo (null: none). */
+function v2Mount(): string | null {
+  for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
+    const [pre, post] = line.split(' - ')
+    if (post?.startsWith('cgroup2 ')) return (pre as string).split(' ')[4] as string
+  }
+  return null
+}
+
+/** Every cgroup below `dir` (deepest first), and `dir` itself last. */
+function cgroupsBelow(dir: string): string[] {
+  const out: string[] = []
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    if (e.isDirectory()) out.push(...cgroupsBelow(join(dir, e.name)))
+  }
+  out.push(dir)
+  return out
+}
+
+/** Pids in `dir` and every cgroup below it. */
+function pidsBelow(dir: string): number[] {
+  return cgroupsBelow(dir).flatMap((d) => {
+    try {
+      return members(d)
+    } catch {
+      return []
+    }
+  })
+}
+
+describe('containment under a service manager (a test cgroup standing in for a unit)', () => {
+  const mount = v2Mount()
+  const canRun = process.getuid?.() === 0 && mount !== null && support.available
+  const canXattr = spawnSync('python3', ['-c', 'import os']).status === 0
+  let n = 0
+
+  /**
+   * A fresh "unit" cgroup holding a supervisor process (the owner fixture)
+   * that spawned a contained child with a setsid grandchild (the stray).
+   */
+  async function unitWithSupervisor(delegate: boolean) {
+    const unit = join(mount as string, `procward-unit-${process.pid}-${++n}`)
+    mkdirSync(unit)
+    onTestFinished(async () => {
+      if (!existsSync(unit)) return
+      writeFileSync(join(unit, 'cgroup.kill'), '1')
+      await waitFor(() => pidsBelow(unit).length === 0, 5000, 'the unit to empty')
+      for (const d of cgroupsBelow(unit)) rmdirSync(d)
+    })
+    if (delegate) {
+      const set = spawnSync('python3', [
+        '-c',
+        'import os,sys; os.setxattr(sys.argv[1], "trusted.delegate", b"1")',
+        unit,
+      ])
+      expect(set.status).toBe(0)
+    }
+    const owner = others.spawn('sh', [
+      '-c',
+      'echo $$ > "$0/cgroup.procs" && exec "$@"',
+      unit,
+      process.execPath,
+      OWNER,
+      PROCWARD,
+      'sh',
+      JSON.stringify(['-c', 'setsid sleep 1000 & echo $!; wait']),
+      JSON.stringify({ cgroup: true }),
+    ])
+    const info = await jsonLine(owner)
+    const ownerCgroup = readFileSync(`/proc/${owner.pid}/cgroup`, 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('0::'))
+      ?.slice(3)
+    return { unit, owner, cgroup: info.cgroup as string, stray: Number(info.line), ownerCgroup }
+  }
+
+  for (const delegate of [true, false]) {
+    const how = delegate ? 'delegated (the supervisor moves into a leaf)' : 'not delegated (root, no Delegate=)'
+    it.skipIf(!canRun || (delegate && !canXattr))(
+      `${how}: the children live inside the unit, and SIGTERM to every process of it ends them all`,
+      async () => {
+        const { unit, owner, cgroup, stray, ownerCgroup } = await unitWithSupervisor(delegate)
+        const rel = unit.slice((mount as string).length)
+        expect(cgroup.startsWith(`${unit}/procward/`)).toBe(true)
+        expect(ownerCgroup).toBe(delegate ? `${rel}/supervisor` : rel)
+        expect(pidsBelow(unit)).toContain(stray)
+        // What `systemctl stop` does first: SIGTERM to every process of the unit.
+        for (const pid of pidsBelow(unit)) {
+          try {
+            process.kill(pid, 'SIGTERM')
+          } catch {
+            // gone meanwhile
+          }
+        }
+        await new Promise((r) => owner.once('exit', r))
+        await waitFor(() => !aliveInProcTable(stray), 5000, 'the stray to die')
+        // The guardian outlived the SIGTERM, saw its owner die, and removed the child's cgroup.
+        await waitFor(() => !existsSync(cgroup), 15_000, "the child's cgroup to be removed")
+        await waitFor(() => pidsBelow(unit).filter(aliveInProcTable).length === 0, 5000, 'the unit to empty')
+        // Left below the unit: only our empty skeleton, which a manager trims with the unit.
+        const left = cgroupsBelow(unit)
+          .slice(0, -1)
+          .map((d) => d.slice(unit.length + 1))
+        expect(left.every((d) => d === 'procward' || d === 'supervisor')).toBe(true)
+      },
+    )
+
+    it.skipIf(!canRun || (delegate && !canXattr))(
+      `${how}: cgroup.kill of the unit ends them all, and leaves only empty cgroups below it`,
+      async () => {
+        const { unit, owner, cgroup, stray } = await unitWithSupervisor(delegate)
+        expect(cgroup.startsWith(`${unit}/procward/`)).toBe(true)
+        writeFileSync(join(unit, 'cgroup.kill'), '1')
+        await new Promise((r) => owner.once('exit', r))
+        await waitFor(() => !aliveInProcTable(stray), 5000, 'the stray to die')
+        await waitFor(() => pidsBelow(unit).length === 0, 5000, 'the unit to empty')
+        // Nothing of ours survived to remove them: a manager removes the
+        // unit's tree bottom-up, and can (every one is empty).
+        for (const d of cgroupsBelow(unit)) rmdirSync(d)
+        expect(existsSync(unit)).toBe(false)
+      },
+    )
+  }
 })

@@ -1,12 +1,15 @@
 import { execFileSync } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, onTestFinished } from 'vitest'
 import { getProcessInfo, isProcessRunning } from '../../index.js'
 import {
   FIXTURES,
   firstLine,
   isRoot,
   killZeroSaysAlive,
+  leaderExited,
   procState,
   reusePid,
   trackProcesses,
@@ -263,5 +266,26 @@ describe('bad input', () => {
 
   it.each([1, null, {}, 1n, true])('rejects a non-string identity %s with TypeError', (id) => {
     expect(() => isProcessRunning(process.pid, id as unknown as string)).toThrow(TypeError)
+  })
+})
+
+describe('a process whose main thread has ended while others run', () => {
+  it("is 'exiting' and running, in agreement, until its last thread is gone", async (ctx) => {
+    const dir = mkdtempSync(join(tmpdir(), 'procward-liveness-'))
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
+    let identity = ''
+    const pid = await leaderExited(spawned, join(dir, 'lock'), dir, (pid) => {
+      identity = getProcessInfo(pid)?.identity as string
+    })
+    if (pid === null) return ctx.skip('needs cc to build fixtures/leader-exits.c')
+    expect(procState(pid)).toBe('Z')
+    expect(getProcessInfo(pid)).toMatchObject({ pid, state: 'exiting', identity })
+    expect(isProcessRunning(pid)).toBe(true)
+    expect(isProcessRunning(pid, identity)).toBe(true)
+    // Killed: once it no longer runs, no state says it does.
+    process.kill(pid, 'SIGKILL')
+    await waitFor(() => !isProcessRunning(pid), 5000, 'it to exit')
+    expect(getProcessInfo(pid)?.state ?? 'gone').not.toBe('exiting')
+    expect(isProcessRunning(pid, identity)).toBe(false)
   })
 })

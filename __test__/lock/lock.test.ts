@@ -15,7 +15,7 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs'
-import { tmpdir } from 'node:os'
+import os, { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { Worker } from 'node:worker_threads'
@@ -35,6 +35,7 @@ import {
   FIXTURES,
   isRoot,
   killZeroSaysAlive,
+  leaderExited,
   procState,
   sleep,
   trackProcesses,
@@ -933,5 +934,23 @@ describe('the signal that interrupts a wait', () => {
       timeout: 20_000,
     })
     expect(stdout.trim()).toBe('ok 3')
+  })
+})
+
+describe('holderRunning of a holder whose main thread is gone', () => {
+  it('is true while another thread of it runs and the lock is held; false once it is killed and the lock free', async (ctx) => {
+    const path = lockPath()
+    const pid = await leaderExited(others, path, dir, (pid) => {
+      // The record procward writes, for this holder (taken while it runs whole).
+      const identity = getProcessInfo(pid)?.identity
+      const record = { pid, identity, hostname: os.hostname(), acquiredAt: new Date().toISOString(), purpose: null }
+      writeFileSync(path, `${JSON.stringify(record)}\n`)
+    })
+    if (pid === null) return ctx.skip('needs cc to build fixtures/leader-exits.c')
+    // Its main thread is a zombie and exiting; the other thread holds the flock.
+    expect(readLock(path)).toMatchObject({ held: true, holder: { pid }, holderRunning: true })
+    process.kill(pid, 'SIGKILL')
+    await waitFor(() => !readLock(path).held, 5000, 'the lock to be free')
+    await waitFor(() => readLock(path).holderRunning === false, 5000, 'the holder to be gone')
   })
 })

@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process'
+import { execFile, spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
@@ -320,5 +320,66 @@ describe('bad input signals nothing', () => {
 
   it('rejects a target that is neither a pid nor a SupervisedProcess', async () => {
     await expect(stopSupervisedProcess(undefined as unknown as number)).rejects.toBeInstanceOf(TypeError)
+  })
+})
+
+describe('a bare-pid stop never reaches init, its caller or its kin', () => {
+  const KIN = join(FIXTURES, 'stop-own-kin.cjs')
+  const node = JSON.stringify(process.execPath)
+  const fixture = (which: string) => `${node} ${JSON.stringify(KIN)} ${JSON.stringify(PROCWARD)} ${which}`
+
+  /** Runs `sh -c script`; its stdout lines (a survivor echoes `alive`). */
+  async function lines(cmd: string, args: string[]): Promise<string[]> {
+    const p = others.spawn(cmd, args)
+    let out = ''
+    p.stdout?.on('data', (d) => (out += d))
+    await new Promise((r) => p.once('exit', r))
+    return out.trim().split('\n')
+  }
+
+  function refused(line: string | undefined, target: number | string) {
+    const said = JSON.parse(line ?? 'null')
+    expect(said).toMatchObject({ name: 'RangeError', code: 'ERR_OUT_OF_RANGE' })
+    expect(said.message).toContain(`refusing to stop pid ${target}`)
+    expect(said.message).not.toMatch(/os error/)
+  }
+
+  it('refuses its parent: nothing signalled', async () => {
+    const out = await lines('sh', ['-c', `${fixture('parent')}; echo alive`])
+    refused(out[0], JSON.parse(out[0] as string).target)
+    expect(out[1]).toBe('alive')
+  })
+
+  it('refuses its grandparent: nothing signalled', async () => {
+    const inner = `${fixture('grandparent')}; echo inner-alive`
+    const out = await lines('sh', ['-c', `sh -c ${JSON.stringify(inner)}; echo outer-alive`])
+    refused(out[0], JSON.parse(out[0] as string).target)
+    expect(out.slice(1)).toEqual(['inner-alive', 'outer-alive'])
+  })
+
+  it('refuses a group stop of its own group: nothing signalled', async () => {
+    // setsid: the shell leads a group of its own, which the fixture joins.
+    const out = await lines('setsid', ['sh', '-c', `${fixture('group')}; echo alive`])
+    refused(out[0], JSON.parse(out[0] as string).target)
+    expect(out[1]).toBe('alive')
+  })
+
+  const hasUnshare = isRoot && spawnSync('unshare', ['--pid', '--fork', '--mount-proc', 'true']).status === 0
+  it.skipIf(!hasUnshare)('refuses pid 1 (a plain stop, no group): nothing signalled', async () => {
+    // pid 1 of a fresh pid namespace is the shell; signals from inside the
+    // namespace that it has no handler for are dropped by the kernel, so a
+    // stop that was sent would report them (and would end a real init).
+    const out = await lines('unshare', [
+      '--pid',
+      '--fork',
+      '--mount-proc',
+      '--kill-child',
+      'setsid',
+      'sh',
+      '-c',
+      `${fixture('1')}; echo alive`,
+    ])
+    refused(out[0], 1)
+    expect(out[1]).toBe('alive')
   })
 })

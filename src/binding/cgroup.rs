@@ -45,8 +45,9 @@ pub fn cgroup_err(err: CgroupError) -> JsErr {
             None => JsErr::coded(
                 "ERR_CGROUP_UNAVAILABLE",
                 format!(
-                    "cgroup v2 containment is unavailable: {what} {}: {e}",
-                    path.display()
+                    "cgroup v2 containment is unavailable: {what} {}: {}",
+                    path.display(),
+                    crate::errors::io_text(&e)
                 ),
             ),
         },

@@ -100,6 +100,46 @@ pub fn stop_err(e: io::Error) -> JsErr {
     JsErr::os(&e, "kill")
 }
 
+/// Why a bare-pid stop must not touch `pid` (besides this process itself),
+/// or None. pid 1 is init: a container's init ends the container with it.
+/// An ancestor of ours is no process we could have started, and stopping it
+/// ends the session we run in; a group stop of our own group reaches us.
+/// The same test on every OS: `process_info` is.
+fn untouchable(pid: Pid, group: bool) -> Option<&'static str> {
+    if pid.as_raw() == 1 {
+        return Some("it is pid 1 (init)");
+    }
+    let own = proc_info::process_info(Pid::current()).ok().flatten()?;
+    if group && own.pgid > 0 && own.pgid == pid.as_raw() {
+        return Some("its group holds this process");
+    }
+    // Up the parent chain. A parent started no later than its child: one
+    // that started later holds a recycled pid (Windows records the parent's
+    // pid at creation and never updates it), and the chain ends there.
+    let mut child = own;
+    for _ in 0..128 {
+        if child.ppid <= 1 {
+            break;
+        }
+        let parent = Pid::from_raw(child.ppid)
+            .ok()
+            .and_then(|p| proc_info::process_info(p).ok().flatten());
+        match parent {
+            Some(p) if p.identity.start_time > child.identity.start_time => break,
+            Some(p) => {
+                if p.pid == pid.as_raw() {
+                    return Some("it is an ancestor of this process");
+                }
+                child = p;
+            }
+            // Unreadable (hidden from us, say): still our parent's pid.
+            None if child.ppid == pid.as_raw() => return Some("it is an ancestor of this process"),
+            None => break,
+        }
+    }
+    None
+}
+
 /// Stops a bare pid (not a child of ours): pinned once (pidfd, process
 /// handle), identity-checked through that. Bad arguments throw here, before
 /// anything is sent.
@@ -124,6 +164,12 @@ pub fn stop_pid<'env>(
                 return Err(JsErr::coded(
                     "ERR_OUT_OF_RANGE",
                     "refusing to stop this process itself (its pid or one of its thread ids)",
+                ));
+            }
+            if let Some(why) = untouchable(pid, options.group.unwrap_or(false)) {
+                return Err(JsErr::coded(
+                    "ERR_OUT_OF_RANGE",
+                    format!("refusing to stop pid {}: {why}", pid.as_raw()),
                 ));
             }
             let plan = stop_plan(&options)?;

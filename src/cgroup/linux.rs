@@ -6,13 +6,23 @@
 //! Discovery. Our cgroup is the `0::` line of `/proc/self/cgroup`, and the
 //! v2 hierarchy is the `cgroup2` mount in `/proc/self/mountinfo` (a hybrid
 //! system mounts it at `/sys/fs/cgroup/unified`, a pure v2 one at
-//! `/sys/fs/cgroup`). The default parent is a `procward` cgroup *beside*
-//! ours (below the root when we sit in the root): never below ours, and we
-//! are never moved. The "no internal processes" rule forbids a cgroup that
-//! holds processes to hand controllers to its children; a sibling that only
-//! ever holds children's cgroups has no processes of its own, so memory and
-//! pids can be enabled there where the hierarchy offers them. A child's
-//! own cgroup is a fresh leaf: a process may always enter it.
+//! `/sys/fs/cgroup`). The default parent is a `procward` cgroup *below*
+//! ours: our children must stay inside the subtree that our own manager
+//! kills (`systemctl stop` signals, or `cgroup.kill`s, every process of the
+//! unit's cgroup, and a cgroup beside the unit's is outside it). The "no
+//! internal processes" rule forbids a cgroup that holds processes to hand
+//! controllers to its children, so where our cgroup is delegated to us we
+//! follow systemd's layout for delegated services: at the first contained
+//! spawn this process (only this one, once) moves into a leaf of its own,
+//! `<own>/supervisor`, and the children's cgroups go beside it, under
+//! `<own>/procward`, where memory and pids can then be enabled. Where it is
+//! not (root in a unit that did not ask for `Delegate=`: everything is
+//! writable to root, but the manager owns the tree), we are not moved and
+//! the children still go below our cgroup, with no controllers (usage null
+//! for memory and pids). At the root of the mount (a container with its own
+//! cgroup namespace, or the host's root) it is `<root>/procward`, as
+//! processes in the root do not stop controllers below it. A child's own
+//! cgroup is a fresh leaf: a process may always enter it.
 //!
 //! Permission. Moving a process between cgroups needs write access to
 //! `cgroup.procs` of the common ancestor of both, and creating needs write
@@ -34,6 +44,7 @@ use std::time::Duration;
 
 use super::parse;
 use super::{CgroupError, Support, Usage};
+use crate::errors::io_text;
 
 const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
 
@@ -100,12 +111,12 @@ fn place() -> Result<Place, String> {
         ));
     }
     let cg = std::fs::read_to_string("/proc/self/cgroup")
-        .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
+        .map_err(|e| format!("cannot read /proc/self/cgroup: {}", io_text(&e)))?;
     let own = parse::own_v2_path(&cg)
         .ok_or("no cgroup v2 hierarchy: /proc/self/cgroup has no 0:: line (cgroup v1 only)")?
         .to_owned();
     let mi = std::fs::read_to_string("/proc/self/mountinfo")
-        .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+        .map_err(|e| format!("cannot read /proc/self/mountinfo: {}", io_text(&e)))?;
     let mounts = parse::v2_mounts(&mi);
     if mounts.is_empty() {
         return Err("cgroup v2 is not mounted (no cgroup2 entry in /proc/self/mountinfo)".into());
@@ -180,17 +191,54 @@ fn check_writable(place: &Place, parent: &Path) -> Result<(), String> {
     })
 }
 
+/// Below ours, at the root of the mount too (see the module docs).
 fn default_parent(place: &Place) -> PathBuf {
-    // Beside ours; below the root (of the mount) when we are in it.
-    let base = if place.own == place.own_mount.point {
-        place.own.clone()
-    } else {
-        place
-            .own
-            .parent()
-            .map_or_else(|| place.own.clone(), Path::to_path_buf)
+    place.own.join("procward")
+}
+
+/// The leaf this process moves into where its cgroup is delegated.
+const OWN_LEAF: &str = "supervisor";
+
+/// Is our cgroup ours to reorganise? Writable to us (the directory, its
+/// `cgroup.procs` and `cgroup.subtree_control`: what delegation chowns) and,
+/// for root, to whom every cgroup is writable, marked delegated by its
+/// manager (systemd sets the `trusted.delegate` or `user.delegate` xattr on
+/// a unit's cgroup with `Delegate=yes`).
+fn delegated(own: &Path) -> bool {
+    let writable_all = ["", "cgroup.procs", "cgroup.subtree_control"]
+        .iter()
+        .all(|f| writable(&own.join(f)).is_ok());
+    // SAFETY: geteuid takes no arguments and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    writable_all
+        && (!root || has_xattr(own, c"trusted.delegate") || has_xattr(own, c"user.delegate"))
+}
+
+fn has_xattr(path: &Path, name: &std::ffi::CStr) -> bool {
+    let Ok(c) = cpath(path) else {
+        return false;
     };
-    base.join("procward")
+    // SAFETY: getxattr with a NULL buffer and size 0 only asks the value's
+    // size; both strings are NUL-terminated and ours.
+    let n = unsafe { libc::getxattr(c.as_ptr(), name.as_ptr(), std::ptr::null_mut(), 0) };
+    n >= 0
+}
+
+/// Moves this process (all its threads) into `<own>/supervisor`, so that
+/// our cgroup holds no process of ours and may hand controllers down. False
+/// when it did not move (then the leaf it made is removed again).
+fn move_into_leaf(own: &Path) -> bool {
+    let leaf = own.join(OWN_LEAF);
+    let made = match std::fs::create_dir(&leaf) {
+        Ok(()) => true,
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => false,
+        Err(_) => return false,
+    };
+    let moved = std::fs::write(leaf.join("cgroup.procs"), std::process::id().to_string()).is_ok();
+    if !moved && made {
+        let _ = std::fs::remove_dir(&leaf);
+    }
+    moved
 }
 
 /// Can this process create child cgroups under the default parent? No side
@@ -200,17 +248,24 @@ pub fn support() -> Support {
         Ok(p) => p,
         Err(reason) => return Support::no(None, reason),
     };
-    let parent = default_parent(&place);
+    // Once made, the default parent is where it was made: this process may
+    // have moved into its leaf since, below it.
+    let parent = MADE
+        .get()
+        .cloned()
+        .unwrap_or_else(|| default_parent(&place));
     match check_writable(&place, &parent) {
         Ok(()) => Support::yes(parent),
         Err(reason) => Support::no(Some(parent), reason),
     }
 }
 
+/// The default parent, once made.
+static MADE: OnceLock<PathBuf> = OnceLock::new();
+
 /// The default parent, made (and its controllers enabled) on first use and
 /// remembered once it works.
 fn ensure_default_parent() -> Result<PathBuf, CgroupError> {
-    static MADE: OnceLock<PathBuf> = OnceLock::new();
     if let Some(p) = MADE.get() {
         return Ok(p.clone());
     }
@@ -222,19 +277,28 @@ fn ensure_default_parent() -> Result<PathBuf, CgroupError> {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
         Err(e) => {
             return Err(CgroupError::Unavailable(format!(
-                "cannot create {}: {e}",
-                parent.display()
+                "cannot create {}: {}",
+                parent.display(),
+                io_text(&e)
             )))
         }
+    }
+    // Below a delegated cgroup (not the root: processes there do not stop
+    // controllers below it), out of our cgroup into a leaf, so that it can
+    // hand controllers to ours (where other processes still sit in it, the
+    // kernel refuses and usage stays null for them).
+    if place.own != place.own_mount.point && delegated(&place.own) && move_into_leaf(&place.own) {
+        enable_controllers(&place.own);
     }
     enable_controllers(&parent);
     Ok(MADE.get_or_init(|| parent).clone())
 }
 
-/// Best effort: hand memory and pids to the children of our own `procward`
-/// cgroup where the hierarchy offers them (listed in its
-/// `cgroup.controllers`). It holds no process, so the "no internal
-/// processes" rule allows it; where it fails, usage reports null for them.
+/// Best effort: hand memory and pids to the children of `parent` (our
+/// `procward` cgroup, or our own once we left it) where the hierarchy
+/// offers them (listed in its `cgroup.controllers`). The "no internal
+/// processes" rule allows it only while it holds no process; where it
+/// fails, usage reports null for them.
 fn enable_controllers(parent: &Path) {
     let Ok(offered) = std::fs::read_to_string(parent.join("cgroup.controllers")) else {
         return;
@@ -261,11 +325,16 @@ fn explicit_parent(parent: &Path) -> Result<PathBuf, CgroupError> {
             parent.display().to_string()
         )));
     }
-    let parent = std::fs::canonicalize(parent)
-        .map_err(|e| CgroupError::BadParent(format!("cgroup.parent {}: {e}", parent.display())))?;
+    let bad = |e: io::Error| {
+        CgroupError::BadParent(format!(
+            "cgroup.parent {}: {}",
+            parent.display(),
+            io_text(&e)
+        ))
+    };
+    let parent = std::fs::canonicalize(parent).map_err(bad)?;
     let parent = parent.as_path();
-    let meta = std::fs::metadata(parent)
-        .map_err(|e| CgroupError::BadParent(format!("cgroup.parent {}: {e}", parent.display())))?;
+    let meta = std::fs::metadata(parent).map_err(bad)?;
     if !meta.is_dir() || !is_cgroup2(parent).unwrap_or(false) {
         return Err(CgroupError::BadParent(format!(
             "cgroup.parent {} is not a directory of a cgroup v2 hierarchy",

@@ -80,7 +80,30 @@ impl std::fmt::Display for CgroupError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             CgroupError::Unavailable(r) | CgroupError::BadParent(r) => f.write_str(r),
-            CgroupError::Io(e, what, path) => write!(f, "{what} {}: {e}", path.display()),
+            CgroupError::Io(e, what, path) => write!(
+                f,
+                "{what} {}: {}",
+                path.display(),
+                crate::errors::io_text(e)
+            ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_step_reads_like_node() {
+        let e = CgroupError::Io(
+            std::io::Error::from_raw_os_error(libc::EMFILE),
+            "open",
+            PathBuf::from("/sys/fs/cgroup/x"),
+        );
+        assert_eq!(
+            e.to_string(),
+            "open /sys/fs/cgroup/x: EMFILE: too many open files"
+        );
     }
 }

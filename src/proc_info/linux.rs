@@ -264,12 +264,25 @@ pub fn is_running(pid: Pid) -> io::Result<bool> {
 fn is_running_by_stat(pid: Pid) -> io::Result<bool> {
     let mut buf = [0u8; STAT_BUF];
     match read_stat(pid, &mut buf)? {
-        Some((n, _)) => Ok(stat::parse_state(&buf[..n])
-            .map(ProcState::is_running)
-            .unwrap_or(false)
-            && is_process(pid)),
+        Some((n, _)) => Ok(match stat::parse_state(&buf[..n]) {
+            Ok(ProcState::Zombie) => other_threads_run(pid) && is_process(pid),
+            Ok(state) => state.is_running() && is_process(pid),
+            Err(_) => false,
+        }),
         None => is_running_unlisted(pid),
     }
+}
+
+/// For a process whose main thread is a zombie: does any other thread of it
+/// still run? `/proc/<pid>/task` lists the threads not yet released; a
+/// process that is wholly a zombie lists only its leader. Unreadable: no.
+fn other_threads_run(pid: Pid) -> bool {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{}/task", pid.as_raw())) else {
+        return false;
+    };
+    let leader = pid.as_raw().to_string();
+    dir.flatten()
+        .any(|e| e.file_name().to_str() != Some(leader.as_str()))
 }
 
 fn parse_stat(buf: &[u8]) -> io::Result<Stat> {
@@ -379,16 +392,26 @@ fn stat_for(pid: Pid, pidfd: Option<&OwnedFd>) -> Result<StatRead, InfoError> {
     if pidfd.is_none() && !is_process(pid) {
         return Ok(StatRead::Gone);
     }
-    let st = parse_stat(&buf[..n]).map_err(InfoError::Io)?;
+    let mut st = parse_stat(&buf[..n]).map_err(InfoError::Io)?;
     let inode = match pidfd {
         Some(fd) => {
             let exited = sys::is_readable_now(fd.as_fd()).unwrap_or(false);
             if exited && st.state.is_running() {
                 return Ok(StatRead::Reused);
             }
+            // The leader is a zombie, yet the pidfd (read after the stat)
+            // says the process has not exited: other threads still run.
+            if !exited && st.state == ProcState::Zombie {
+                st.state = ProcState::Exiting;
+            }
             pidfd_inode(fd.as_fd())
         }
-        None => None,
+        None => {
+            if st.state == ProcState::Zombie && other_threads_run(pid) {
+                st.state = ProcState::Exiting;
+            }
+            None
+        }
     };
     let identity = identity_from(st.start_time, inode).map_err(InfoError::Io)?;
     Ok(StatRead::Consistent(st, identity))

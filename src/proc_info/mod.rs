@@ -39,6 +39,11 @@ pub enum ProcState {
     DiskSleep,
     Stopped,
     Zombie,
+    /// Linux: the main thread has exited (`/proc/<pid>/stat` says Z) while
+    /// other threads of the process still run — a process being killed,
+    /// until its last thread is gone, or one whose main thread ended on its
+    /// own. It still runs: its files (and locks) are still open.
+    Exiting,
     Dead,
     Idle,
     Other,
@@ -84,6 +89,7 @@ impl ProcState {
             ProcState::DiskSleep => "disk-sleep",
             ProcState::Stopped => "stopped",
             ProcState::Zombie => "zombie",
+            ProcState::Exiting => "exiting",
             ProcState::Dead => "dead",
             ProcState::Idle => "idle",
             ProcState::Other => "other",

@@ -15,6 +15,12 @@
 //! children fails). A child spawned with `parentDeathSignal: false` is
 //! named without the prefix and left alone.
 //!
+//! It ignores SIGTERM, SIGINT and SIGHUP: a service manager stopping our
+//! unit sends SIGTERM to every process in it, the guardian included, and it
+//! must keep guarding until its EOF (our death), then do its work. Only
+//! SIGKILL (or `cgroup.kill` of the unit, which takes our children too)
+//! ends it early.
+//!
 //! Why a shell and not a fork of this process: a fork of Node without exec
 //! would pin a copy-on-write image of the whole heap for as long as it
 //! lives, and would show Node's environment; `sh` costs about a megabyte,
@@ -28,18 +34,23 @@
 //! started at once and told every directory again, so our children are not
 //! left unguarded until the next contained spawn. At most one replacement a
 //! second that way (a guardian that dies as soon as it starts must not turn
-//! into a fork loop); the next contained spawn replaces a dead one anyway.
+//! into a fork loop): one that dies sooner is replaced by a timer when the
+//! second is up (and a failed start is retried each second), never left to
+//! the next contained spawn, which replaces a dead one anyway.
 
 use std::collections::BTreeSet;
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use super::{register, watch, Watched};
 use crate::spawn::{self, Command, Stdio};
 
-const SCRIPT: &str = r#"p=$1
+const SCRIPT: &str = r#"trap '' TERM INT HUP
+p=$1
 shift
 dirs=
 for d in "$@"; do dirs="$dirs$d
@@ -75,7 +86,7 @@ struct State {
     /// This process's guarded name prefix, once a guardian was asked for.
     prefix: Option<String>,
     /// When a dead guardian was last replaced from its exit watcher.
-    replaced: Option<std::time::Instant>,
+    replaced: Option<Instant>,
 }
 
 static STATE: Mutex<State> = Mutex::new(State {
@@ -101,28 +112,86 @@ fn start_knowing(state: &State, prefix: &str) -> io::Result<Guardian> {
     Ok(g)
 }
 
-/// A guardian died while we live: start the next one now (on a thread of
-/// its own: the exit watcher runs on the runtime, which a spawn must not
-/// hold up). A failure leaves it to the next contained spawn.
+/// Whether a replacer thread is on its way (so a guardian that keeps dying
+/// makes one thread, not one per death).
+static REPLACING: AtomicBool = AtomicBool::new(false);
+
+/// At most one replacement a second: a guardian that dies as soon as it
+/// starts must not turn into a fork loop.
+const REPLACE_EVERY: Duration = Duration::from_secs(1);
+
+/// A guardian died while we live: have the next one started, on a thread of
+/// its own (the exit watcher runs on the runtime, which a spawn must not
+/// hold up).
+fn on_guardian_exit() {
+    if REPLACING.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let started = std::thread::Builder::new()
+        .name("procward-guardian".into())
+        .spawn(replace_dead);
+    if started.is_err() {
+        // No thread: the next contained spawn replaces it.
+        REPLACING.store(false, Ordering::Release);
+    }
+}
+
+/// Starts the next guardian as soon as the rate limit allows (a timer, not
+/// the next contained spawn: a long-running daemon must not stay unguarded),
+/// and again a second later while a start fails.
 fn replace_dead() {
+    loop {
+        let wait = match try_replace() {
+            None => {
+                REPLACING.store(false, Ordering::Release);
+                // One that died after try_replace looked, but before the flag
+                // was down, found it up and left its replacement to us.
+                if guardian_alive() || REPLACING.swap(true, Ordering::AcqRel) {
+                    return;
+                }
+                continue;
+            }
+            Some(wait) => wait,
+        };
+        std::thread::sleep(wait);
+    }
+}
+
+fn guardian_alive() -> bool {
+    let state = STATE.lock().unwrap_or_else(|e| e.into_inner());
+    state.prefix.is_none()
+        || state.dirs.is_empty()
+        || state
+            .running
+            .as_ref()
+            .is_some_and(|g| !g.watched.has_exited())
+}
+
+/// One attempt: None when a guardian runs (or none is needed); else how
+/// long to wait before the next attempt.
+fn try_replace() -> Option<Duration> {
     let mut state = STATE.lock().unwrap_or_else(|e| e.into_inner());
     let alive = state
         .running
         .as_ref()
         .is_some_and(|g| !g.watched.has_exited());
-    let recent = state
-        .replaced
-        .is_some_and(|t| t.elapsed() < std::time::Duration::from_secs(1));
-    let Some(prefix) = state.prefix.clone() else {
-        return;
-    };
-    if alive || recent || state.dirs.is_empty() {
-        return;
+    let prefix = state.prefix.clone()?;
+    if alive || state.dirs.is_empty() {
+        return None;
     }
-    state.replaced = Some(std::time::Instant::now());
+    if let Some(since) = state.replaced.map(|t| t.elapsed()) {
+        if since < REPLACE_EVERY {
+            return Some(REPLACE_EVERY - since);
+        }
+    }
+    state.replaced = Some(Instant::now());
     state.running = None;
-    if let Ok(g) = start_knowing(&state, &prefix) {
-        state.running = Some(g);
+    match start_knowing(&state, &prefix) {
+        Ok(g) => {
+            state.running = Some(g);
+            None
+        }
+        Err(_) => Some(REPLACE_EVERY),
     }
 }
 
@@ -182,11 +251,7 @@ fn start(prefix: &str, dirs: impl Iterator<Item = String>) -> io::Result<Guardia
     );
     // Reaped natively whenever it ends; nothing to tell JS, but a new one
     // to start (our own death ends no watcher: nothing runs then).
-    let on_exit = Box::new(|_| {
-        let _ = std::thread::Builder::new()
-            .name("procward-guardian".into())
-            .spawn(replace_dead);
-    });
+    let on_exit = Box::new(|_| on_guardian_exit());
     if let Err(e) = watch(&watched, child.pidfd.take(), on_exit) {
         let _ = crate::sys::kill(child.pid, crate::pid::Signal::KILL);
         let _ = crate::sys::waitid_pid(child.pid, libc::WEXITED);

@@ -144,7 +144,8 @@ pub fn contain(
         }
         guardian::guard(dir, &cgroup::guarded_prefix()).map_err(|e| {
             CgroupError::Unavailable(format!(
-                "the guardian that kills contained children when this process dies (/bin/sh) could not start: {e}"
+                "the guardian that kills contained children when this process dies (/bin/sh) could not start: {}",
+                crate::errors::io_text(&e)
             ))
         })
     })

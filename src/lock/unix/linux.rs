@@ -101,18 +101,34 @@ pub(super) fn pseudo_fs_name(magic: u32) -> Option<&'static str> {
 const PF_EXITING: u64 = 0x4;
 
 /// Whether the process with this pid and start time is exiting. A holder
-/// killed by a signal loses its lock when its files close in `do_exit`,
-/// microseconds before it is a zombie and before a pidfd reports its exit;
-/// in between, only this flag (field 9 of `/proc/<pid>/stat`) tells.
+/// killed by a signal loses its lock when its files close in `do_exit` of
+/// its last thread, microseconds before it is a zombie and before a pidfd
+/// reports its exit; in between, only this flag (field 9 of the stat) tells.
+/// Every thread must have it: the main thread may be a zombie already while
+/// another thread, not yet exiting, still holds the files (and the lock).
 /// False when the stat cannot be read or belongs to another process.
 pub(super) fn exiting(pid: i32, start_time: u64) -> bool {
     let Ok(stat) = std::fs::read(format!("/proc/{pid}/stat")) else {
         return false;
     };
-    parse_exiting(&stat, start_time)
+    if !parse_exiting(&stat, Some(start_time)) {
+        return false;
+    }
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return true;
+    };
+    tasks
+        .flatten()
+        .all(|t| match std::fs::read(t.path().join("stat")) {
+            Ok(stat) => parse_exiting(&stat, None),
+            // Gone: that thread has exited.
+            Err(_) => true,
+        })
 }
 
-fn parse_exiting(stat: &[u8], start_time: u64) -> bool {
+/// `start_time`: the process's, checked when given (a thread's own stat
+/// carries the thread's start time).
+fn parse_exiting(stat: &[u8], start_time: Option<u64>) -> bool {
     // Fields after the name's last ')': index 0 is field 3 (state).
     let Some(close) = stat.iter().rposition(|&b| b == b')') else {
         return false;
@@ -124,7 +140,9 @@ fn parse_exiting(stat: &[u8], start_time: u64) -> bool {
     let flags = fields.get(9 - 3).and_then(|f| f.parse::<u64>().ok());
     let started = fields.get(22 - 3).and_then(|f| f.parse::<u64>().ok());
     match (flags, started) {
-        (Some(flags), Some(started)) => started == start_time && flags & PF_EXITING != 0,
+        (Some(flags), Some(started)) => {
+            start_time.is_none_or(|t| t == started) && flags & PF_EXITING != 0
+        }
         _ => false,
     }
 }
@@ -192,11 +210,12 @@ mod tests {
                 "4242 (a) b) R 1 4242 1 0 -1 {flags} 0 0 0 0 0 0 0 0 20 0 1 0 987654 0 0 1 1 1\n"
             )
         };
-        assert!(parse_exiting(line(0x40_4044).as_bytes(), 987654));
-        assert!(!parse_exiting(line(0x40_4040).as_bytes(), 987654));
+        assert!(parse_exiting(line(0x40_4044).as_bytes(), Some(987654)));
+        assert!(parse_exiting(line(0x40_4044).as_bytes(), None));
+        assert!(!parse_exiting(line(0x40_4040).as_bytes(), Some(987654)));
         // Another process on the pid: not the holder's flags.
-        assert!(!parse_exiting(line(0x40_4044).as_bytes(), 987655));
-        assert!(!parse_exiting(b"garbage", 1));
+        assert!(!parse_exiting(line(0x40_4044).as_bytes(), Some(987655)));
+        assert!(!parse_exiting(b"garbage", Some(1)));
         // This process is not exiting.
         let me = std::fs::read_to_string("/proc/self/stat").unwrap();
         let start: u64 = me[me.rfind(')').unwrap() + 1..]
