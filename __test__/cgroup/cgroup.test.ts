@@ -784,7 +784,7 @@ describe('error messages read like Node, never with Rust error text', () => {
     const file = join(tempDir(), 'file')
     writeFileSync(file, '')
     const cases: [string, RegExp][] = [
-      ['/nonexistent', /^cgroup\.parent \/nonexistent: ENOENT: no such file or directory$/],
+      ['/nonexistent', /^options\.cgroup\.parent \/nonexistent: ENOENT: no such file or directory$/],
       [join(file, 'below'), /: ENOTDIR: not a directory$/],
     ]
     for (const [parent, message] of cases) {

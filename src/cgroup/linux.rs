@@ -321,13 +321,13 @@ fn enable_controllers(parent: &Path) {
 fn explicit_parent(parent: &Path) -> Result<PathBuf, CgroupError> {
     if !parent.is_absolute() {
         return Err(CgroupError::BadParent(format!(
-            "cgroup.parent must be an absolute path, got {:?}",
+            "options.cgroup.parent must be an absolute path, got {:?}",
             parent.display().to_string()
         )));
     }
     let bad = |e: io::Error| {
         CgroupError::BadParent(format!(
-            "cgroup.parent {}: {}",
+            "options.cgroup.parent {}: {}",
             parent.display(),
             io_text(&e)
         ))
@@ -337,7 +337,7 @@ fn explicit_parent(parent: &Path) -> Result<PathBuf, CgroupError> {
     let meta = std::fs::metadata(parent).map_err(bad)?;
     if !meta.is_dir() || !is_cgroup2(parent).unwrap_or(false) {
         return Err(CgroupError::BadParent(format!(
-            "cgroup.parent {} is not a directory of a cgroup v2 hierarchy",
+            "options.cgroup.parent {} is not a directory of a cgroup v2 hierarchy",
             parent.display()
         )));
     }
@@ -348,7 +348,7 @@ fn explicit_parent(parent: &Path) -> Result<PathBuf, CgroupError> {
     if let Ok(t) = std::fs::read_to_string(parent.join("cgroup.type")) {
         if t.trim() != "domain" {
             return Err(CgroupError::BadParent(format!(
-                "cgroup.parent {} is a \"{}\" cgroup: a child's cgroup there could hold no \
+                "options.cgroup.parent {} is a \"{}\" cgroup: a child's cgroup there could hold no \
                  process (it needs a \"domain\" one)",
                 parent.display(),
                 t.trim()
