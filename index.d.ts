@@ -127,8 +127,8 @@ export interface SpawnSupervisedOptions {
   /**
    * Linux cgroup v2: the child is born in a fresh cgroup of its own (under
    * `parent`, an existing cgroup directory such as
-   * `/sys/fs/cgroup/my.slice`; default: a `procward` cgroup beside this
-   * process's own), so nothing it starts can escape — not a `setsid`, a
+   * `/sys/fs/cgroup/my.slice`; default: a `procward` cgroup below this
+   * process's own, inside the subtree its service manager kills), so nothing it starts can escape — not a `setsid`, a
    * double-forking daemon, or one that drops privileges (only a process
    * allowed to write to another cgroup's `cgroup.procs`, such as root, can
    * move itself out). When the leader
@@ -348,7 +348,10 @@ export interface ExitInfo {
  * (`setpgid`); the group it moved to is never signalled.
  *
  * Rejects with TypeError/RangeError on bad input (nothing is signalled), and
- * with `code: 'EPERM'` for a process we may not signal.
+ * with `code: 'EPERM'` for a process we may not signal. A bare pid that is
+ * pid 1 (a container's init), this process or one of its ancestors, or —
+ * with `group: true` — a member of this process's own group, is refused
+ * with a RangeError (`ERR_OUT_OF_RANGE`): nothing is signalled.
  */
 export declare function stopSupervisedProcess(
   target: SupervisedProcess | number,
