@@ -820,19 +820,42 @@ mod tests {
             let mut buf = [0u8; 6];
             notify.read_exact(&mut buf).unwrap();
             assert_eq!(&buf, b"ready\n");
-            // Once sleep runs (its comm), its fd table is what it inherited.
-            let comm = format!("/proc/{}/comm", child.pid.as_raw());
-            while std::fs::read_to_string(&comm).unwrap() != "sleep\n" {
+            // Once sleep sleeps, its fd table is what it inherited: its comm
+            // changes at the exec, but the dynamic loader then still opens
+            // libc.so.6 for an instant.
+            let dir = format!("/proc/{}", child.pid.as_raw());
+            let fds_now = || {
+                let mut fds: Vec<i32> = std::fs::read_dir(format!("{dir}/fd"))
+                    .unwrap()
+                    .map(|e| e.unwrap().file_name().to_str().unwrap().parse().unwrap())
+                    .collect();
+                fds.sort();
+                fds
+            };
+            let sleeping = || {
+                let stat = std::fs::read_to_string(format!("{dir}/stat")).unwrap();
+                std::fs::read_to_string(format!("{dir}/comm")).unwrap() == "sleep\n"
+                    && stat[stat.rfind(')').unwrap() + 2..].starts_with('S')
+            };
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            let fds = loop {
+                let fds = fds_now();
+                if sleeping() && fds == fds_now() || std::time::Instant::now() > deadline {
+                    break fds;
+                }
                 std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-            let mut fds: Vec<i32> = std::fs::read_dir(format!("/proc/{}/fd", child.pid.as_raw()))
-                .unwrap()
-                .map(|e| e.unwrap().file_name().to_str().unwrap().parse().unwrap())
+            };
+            let what: Vec<String> = fds
+                .iter()
+                .map(|fd| {
+                    std::fs::read_link(format!("{dir}/fd/{fd}"))
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default()
+                })
                 .collect();
-            fds.sort();
             crate::sys::kill(child.pid, Signal::KILL).unwrap();
             crate::sys::waitid_pid(child.pid, libc::WEXITED).unwrap();
-            assert_eq!(fds, [0, 1, 2, target], "target {target}");
+            assert_eq!(fds, [0, 1, 2, target], "target {target}: {what:?}");
         }
         let mut bad = Command {
             program: "true".into(),

@@ -279,3 +279,13 @@ pub fn pidfd_exit_status(pidfd: BorrowedFd<'_>) -> Option<i32> {
     let ret = unsafe { libc::ioctl(pidfd.as_raw_fd(), PIDFD_GET_INFO, &mut info) };
     (ret == 0 && info.mask & PIDFD_INFO_EXIT != 0).then_some(info.exit_code)
 }
+
+/// `dup3(src, dst, O_CLOEXEC)`: `dst` becomes a copy of `src` that is
+/// close-on-exec from its first instant (dup2 clears the flag, and a child
+/// forked by another thread before an fcntl could put it back would inherit
+/// it). Async-signal-safe: one system call, no allocation.
+pub fn dup_cloexec_onto(src: RawFd, dst: RawFd) {
+    // SAFETY: plain integers; a failure leaves dst as it was, which callers
+    // (a signal handler) can do nothing about.
+    unsafe { libc::dup3(src, dst, libc::O_CLOEXEC) };
+}

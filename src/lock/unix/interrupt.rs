@@ -241,12 +241,10 @@ extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void
             // stays open while the slot is claimed; flock is a plain system
             // call, safe in a handler.
             unsafe { libc::flock(fd, libc::LOCK_UN) };
-            // SAFETY: as above, and the spare too; dup2 is async-signal-safe.
-            unsafe { libc::dup2(slot.spare.load(Ordering::Acquire), fd) };
-            // dup2 clears close-on-exec on the copy; put it back before a
-            // child started meanwhile by another thread can inherit it.
-            // SAFETY: fcntl is async-signal-safe; fd is ours, as above.
-            unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+            // The inert spare in its place, close-on-exec from the first
+            // instant where the OS allows (a child started meanwhile by
+            // another thread must not inherit it).
+            crate::sys::dup_cloexec_onto(slot.spare.load(Ordering::Acquire), fd);
         }
         _ => chain(sig, info, ctx),
     }
