@@ -1,8 +1,8 @@
-// pnpm bench [liveness|spawn|exit|scale|stop|lock|supervisor|cgroup ...]: procward side by side with
+// pnpm bench [liveness|spawn|exit|scale|stop|lock|supervisor|ready|cgroup ...]: procward side by side with
 // the alternatives, in one run, on this machine. Figures, not pass/fail.
 import os from 'node:os'
 
-const all = ['liveness', 'spawn', 'exit', 'scale', 'stop', 'lock', 'supervisor', 'cgroup']
+const all = ['liveness', 'spawn', 'exit', 'scale', 'stop', 'lock', 'supervisor', 'ready', 'cgroup']
 const wanted = process.argv.slice(2).length ? process.argv.slice(2) : all
 console.log(
   `# procward benchmarks — ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Linux ${os.release()}, node ${process.version}`,

@@ -6,7 +6,7 @@
 //! - the core modules, one per mechanism, each with the same types and
 //!   functions on every OS (the OS part chosen once, inside the module):
 //!   `spawn`, `exit_watch`, `stop`, `lock`, `proc_info`, `wait`, `cgroup`,
-//!   `strays`, and `runtime` (the exit watchers' own tokio runtime);
+//!   `strays`, `listeners` (Linux: the supervisor's port probe), and `runtime` (the exit watchers' own tokio runtime);
 //! - `sys`: thin safe wrappers over the system calls, one file per OS;
 //! - validated values: `pid`, `duration`, `errors` (errno names and texts).
 #![deny(clippy::all)]
@@ -17,6 +17,8 @@ pub mod cgroup;
 pub mod duration;
 pub mod errors;
 pub mod exit_watch;
+#[cfg(target_os = "linux")]
+pub mod listeners;
 pub mod lock;
 pub mod pid;
 pub mod proc_info;

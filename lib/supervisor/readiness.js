@@ -52,17 +52,26 @@ function connects(port, host, signal) {
 async function portReady(child, port, host, signal) {
   // Right after the spawn: what listened before the child could have.
   const before = await procfs.listeningInodes(port)
+  // Leftover listeners found not to be the child's group's. A socket opened
+  // before the check cannot become the group's later (short of fd passing),
+  // so each is judged once: a /proc scan per leftover, not per probe. While
+  // only those listen, a probe is one read of /proc/net/tcp{,6}, no connect.
+  const foreign = new Set()
   let delay = 1
   for (;;) {
     if (signal.aborted) throw abortError(signal)
-    let foreign = false
-    if (await connects(port, host, signal)) {
+    let leftover = false
+    const listening = foreign.size > 0 ? await procfs.listeningInodes(port) : null
+    if (listening !== null && listening.size > 0 && [...listening].every((i) => foreign.has(i))) {
+      leftover = true
+    } else if (await connects(port, host, signal)) {
       const now = await procfs.listeningInodes(port)
       if (now === null || before === null || [...now].some((i) => !before.has(i))) return
       if ((await procfs.childListens(child, port)) !== false) return
-      foreign = true
+      for (const i of now) foreign.add(i)
+      leftover = true
     }
-    await sleepFor(foreign ? 100 : delay, signal)
+    await sleepFor(leftover ? 100 : delay, signal)
     delay = Math.min(delay * 2, 20)
   }
 }

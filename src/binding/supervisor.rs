@@ -10,6 +10,7 @@ use napi_derive::napi;
 
 use super::convert::{check_identity, to_pid, to_signal};
 use super::errors::{promise, throw, JsErr, Res};
+use crate::listeners;
 use crate::proc_info::{self, Identity};
 use crate::strays::{self, GroupRecord};
 use crate::sys;
@@ -126,4 +127,25 @@ fn signal_if_same(pid: f64, identity: &str, signal: i32) -> Res<bool> {
         Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(false),
         Err(e) => Err(JsErr::os(&e, "kill")),
     }
+}
+
+/// The inodes (decimal strings) of the TCP sockets listening on `port` in
+/// our network namespace, IPv4 and IPv6 (the ready check's probe: a
+/// sock_diag dump of the listening sockets, not a read of /proc/net/tcp).
+#[napi]
+pub fn listening_inodes(env: Env, port: f64) -> Result<Vec<String>> {
+    if !(port.fract() == 0.0 && (1.0..=65535.0).contains(&port)) {
+        return throw(
+            &env,
+            Err(JsErr::coded(
+                "ERR_OUT_OF_RANGE",
+                format!("port must be an integer in 1..=65535, got {port}"),
+            )),
+        );
+    }
+    let inodes = throw(
+        &env,
+        listeners::listening_inodes(port as u16).map_err(|e| JsErr::os(&e, "sock_diag")),
+    )?;
+    Ok(inodes.into_iter().map(|i| i.to_string()).collect())
 }
