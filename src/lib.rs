@@ -18,6 +18,7 @@ pub mod duration;
 pub mod errors;
 pub mod exit_watch;
 pub mod lock;
+pub mod notify;
 pub mod pid;
 pub mod proc_info;
 pub mod runtime;
