@@ -142,7 +142,10 @@ describe.skipIf(!native.notifySupported())('ready: { notify: true }', () => {
     // either way a member of the child's group.
     const sup = supervisor({
       command: 'sh',
-      args: ['-c', 'systemd-notify --status="loading"; systemd-notify --ready --status="hello from sh"; exec sleep 100'],
+      args: [
+        '-c',
+        'systemd-notify --status="loading"; systemd-notify --ready --status="hello from sh"; exec sleep 100',
+      ],
       stateFile,
     })
     await sup.start()
@@ -249,12 +252,13 @@ describe.skipIf(!native.notifySupported())('ready: { notify: true }', () => {
 
   it('refuses bad values', () => {
     for (const notify of [false, 1, 'yes', null]) {
-      expect(() => new Supervisor({ command: 'true', ready: { notify } as unknown as SupervisorOptions['ready'] })).toThrow(
-        expect.objectContaining({ code: 'ERR_INVALID_ARG_VALUE' }),
-      )
+      expect(
+        () => new Supervisor({ command: 'true', ready: { notify } as unknown as SupervisorOptions['ready'] }),
+      ).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARG_VALUE' }))
     }
     expect(
-      () => new Supervisor({ command: 'true', ready: { notify: true, port: 1 } as unknown as SupervisorOptions['ready'] }),
+      () =>
+        new Supervisor({ command: 'true', ready: { notify: true, port: 1 } as unknown as SupervisorOptions['ready'] }),
     ).toThrow(TypeError)
     expect(
       () => new Supervisor({ command: 'true', ready: { notify: true, x: 1 } as unknown as SupervisorOptions['ready'] }),
@@ -285,13 +289,18 @@ describe('the native sockets', () => {
     rx.close()
   })
 
-  it.skipIf(!native.notifySupported())('a path socket is removed on close, and a second bind there is EADDRINUSE', () => {
-    const path = join(tempDir(), 'notify.sock')
-    const rx = native.NotifyReceiver.bind(path)
-    expect(existsSync(path)).toBe(true)
-    // (Named by the JS face: Node knows every errno's name.)
-    expect(() => native.NotifyReceiver.bind(path)).toThrow(expect.objectContaining({ errno: -98, syscall: 'bind', path }))
-    rx.close()
-    expect(existsSync(path)).toBe(false)
-  })
+  it.skipIf(!native.notifySupported())(
+    'a path socket is removed on close, and a second bind there is EADDRINUSE',
+    () => {
+      const path = join(tempDir(), 'notify.sock')
+      const rx = native.NotifyReceiver.bind(path)
+      expect(existsSync(path)).toBe(true)
+      // (Named by the JS face: Node knows every errno's name.)
+      expect(() => native.NotifyReceiver.bind(path)).toThrow(
+        expect.objectContaining({ errno: -98, syscall: 'bind', path }),
+      )
+      rx.close()
+      expect(existsSync(path)).toBe(false)
+    },
+  )
 })

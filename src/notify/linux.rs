@@ -133,8 +133,7 @@ fn random_name() -> io::Result<String> {
     let mut got = 0;
     while got < buf.len() {
         // SAFETY: writes at most the remaining length into our buffer.
-        let ret =
-            unsafe { libc::getrandom(buf[got..].as_mut_ptr().cast(), buf.len() - got, 0) };
+        let ret = unsafe { libc::getrandom(buf[got..].as_mut_ptr().cast(), buf.len() - got, 0) };
         match cvt_size(ret) {
             Ok(n) => got += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -227,10 +226,7 @@ impl Receiver {
                 let mut tries = 0;
                 loop {
                     let name = format!("procward/notify/{}", random_name()?);
-                    match bind(
-                        fd.as_fd(),
-                        &Address::Abstract(name.clone().into_bytes()),
-                    ) {
+                    match bind(fd.as_fd(), &Address::Abstract(name.clone().into_bytes())) {
                         Ok(()) => break (format!("@{name}"), None),
                         Err(e) if e.raw_os_error() == Some(libc::EADDRINUSE) && tries < 3 => {
                             tries += 1
@@ -471,10 +467,10 @@ fn recv_one(fd: BorrowedFd<'_>) -> io::Result<Raw> {
             (libc::SOL_SOCKET, libc::SCM_RIGHTS) => {
                 raw.had_fds = true;
                 for i in 0..len / size_of::<libc::c_int>() {
-                    // SAFETY: the i-th int of the fd array (maybe unaligned).
-                    let fd = unsafe {
-                        std::ptr::read_unaligned((payload as *const libc::c_int).add(i))
-                    };
+                    let at = payload.wrapping_add(i * size_of::<libc::c_int>());
+                    // SAFETY: the i-th int of the fd array, inside the
+                    // control data the kernel wrote (maybe unaligned).
+                    let fd = unsafe { std::ptr::read_unaligned(at as *const libc::c_int) };
                     if fd >= 0 {
                         // SAFETY: the kernel installed this fd for us alone;
                         // owning it closes it.
