@@ -60,6 +60,18 @@ describe.skipIf(!native.notifySupported())('procward run under a service manager
     await c.done
   })
 
+  it("passes the child's own STATUS= (notify in) on to the manager", async () => {
+    const manager = standIn()
+    const script = `${send('STATUS=warming up')}; ${send('READY=1\\nSTATUS=serving 3 clients')}; exec sleep 100`
+    const c = new Cli(others, ['run', '--ready-notify', '--', 'sh', '-c', script], { env: under(manager) })
+    await manager.waitFor('STATUS', 'serving 3 clients')
+    const texts = manager.texts()
+    expect(texts.indexOf('STATUS=warming up')).toBeGreaterThanOrEqual(0)
+    expect(texts.indexOf('STATUS=warming up')).toBeLessThan(texts.indexOf('STATUS=serving 3 clients'))
+    c.proc.kill('SIGTERM')
+    await c.done
+  })
+
   it('with a port check, READY=1 comes when the port answers', async () => {
     const manager = standIn()
     const port = await freePort()

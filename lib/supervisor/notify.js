@@ -232,22 +232,29 @@ function speakFor(sup, manager, checked) {
   const name = sup.name
   let settle = null
   let stopping = false
+  let watchdog = null
   const clearSettle = () => {
     if (settle !== null) clearTimeout(settle)
     settle = null
   }
   // While a child runs, and only while this loop turns: a stuck loop sends
-  // nothing, which is what the manager's watchdog is for.
-  const watchdog =
-    manager.watchdogMs === null
-      ? null
-      : setInterval(() => {
-          if (sup.status().pid !== null) manager.send('WATCHDOG=1')
-        }, manager.watchdogMs)
-  watchdog?.unref()
+  // nothing, which is what the manager's watchdog is for. Started with the
+  // first child (or adopted orphan), ended with the supervisor.
+  const watch = () => {
+    if (watchdog !== null || manager.watchdogMs === null) return
+    watchdog = setInterval(() => {
+      if (sup.status().pid !== null) manager.send('WATCHDOG=1')
+    }, manager.watchdogMs)
+    watchdog.unref()
+  }
   const ready = (pid) => manager.send('READY=1', statusText(`${name} running, pid ${pid}`))
-  sup.on('spawn', (c) => manager.send(statusText(`${name} starting, pid ${c.pid}`)))
+  sup.on('spawn', (c) => {
+    stopping = false
+    watch()
+    manager.send(statusText(`${name} starting, pid ${c.pid}`))
+  })
   sup.on('running', ({ pid, adopted }) => {
+    watch()
     clearSettle()
     if (checked || adopted) return ready(pid)
     manager.send(statusText(`${name} running, pid ${pid} (ready once it has run ${SETTLE_MS} ms)`))
@@ -266,6 +273,7 @@ function speakFor(sup, manager, checked) {
   const end = (text) => {
     clearSettle()
     clearInterval(watchdog)
+    watchdog = null
     if (!stopping) {
       stopping = true
       manager.send('STOPPING=1', statusText(text))
@@ -274,11 +282,16 @@ function speakFor(sup, manager, checked) {
   sup.on('failed', (err) => end(`${name} failed: ${err.message}`))
   sup.on('stopped', () => end(`${name} stopped`))
   return {
+    /** A stop begins. */
     stopping() {
       clearSettle()
       if (stopping) return
       stopping = true
       manager.send('STOPPING=1', statusText(`${name} stopping`))
+    },
+    /** The child's own STATUS= (notify in), passed on as it said it: what the manager would show had it started the daemon itself. */
+    childStatus(text) {
+      if (text !== null) manager.send(statusText(text))
     },
   }
 }

@@ -261,6 +261,7 @@ class Supervisor extends EventEmitter {
     const run = this.#liveRun()
     if (run === null) return false
     run.status = value
+    this.#manager?.childStatus(value)
     this.#writeState()
     return true
   }
