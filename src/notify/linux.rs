@@ -332,6 +332,7 @@ async fn serve(shared: Arc<Shared>, fd: OwnedFd, peers: Option<Peers>) {
         // read; the ready check's timeout decides, as for a silent child.
         Err(_) => return,
     };
+    let mut failures = 0;
     loop {
         // Bounded: with the queue full, read nothing until the owner drains.
         loop {
@@ -358,6 +359,7 @@ async fn serve(shared: Arc<Shared>, fd: OwnedFd, peers: Option<Peers>) {
         };
         match guard.try_io(|inner| recv_one(inner.get_ref().as_fd())) {
             Ok(Ok(raw)) => {
+                failures = 0;
                 let verdict = if raw.oversized {
                     Verdict::Refused
                 } else {
@@ -388,13 +390,24 @@ async fn serve(shared: Arc<Shared>, fd: OwnedFd, peers: Option<Peers>) {
                     }
                 }
             }
-            // A failed read that is not "nothing there" (ENOMEM, a signal):
-            // the next readiness tries again.
-            Ok(Err(_)) => tokio::task::yield_now().await,
+            // A failed read that is not "nothing there" (ENOMEM): tried
+            // again after the other tasks had their turn, but an error that
+            // persists ends the reading rather than spin this thread (the
+            // ready check's timeout then decides, as for a silent child).
+            Ok(Err(_)) => {
+                failures += 1;
+                if failures > READ_FAILURES_MAX {
+                    return;
+                }
+                tokio::task::yield_now().await
+            }
             Err(_would_block) => {}
         }
     }
 }
+
+/// Failed reads in a row (not "nothing there") after which a receiver stops.
+const READ_FAILURES_MAX: u32 = 1000;
 
 /// One datagram as read.
 struct Raw {
