@@ -70,10 +70,16 @@ export class StandIn {
   }
 }
 
-/** A process's environment, from /proc (the child's own view). */
-export function environOf(pid: number): Map<string, string> {
+/**
+ * A process's environment, from /proc (the child's own view). Right after
+ * a spawn the child may still be inside execve, where the kernel shows an
+ * empty environ (the new image's is not laid out yet): waited out.
+ */
+export async function environOf(pid: number): Promise<Map<string, string>> {
+  const read = () => readFileSync(`/proc/${pid}/environ`, 'latin1')
+  await waitFor(() => read().length > 0, 5000, `the environ of ${pid}`)
   const out = new Map<string, string>()
-  for (const kv of readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0')) {
+  for (const kv of read().split('\0')) {
     const eq = kv.indexOf('=')
     if (eq > 0) out.set(kv.slice(0, eq), kv.slice(eq + 1))
   }

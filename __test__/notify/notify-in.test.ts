@@ -64,7 +64,7 @@ describe.skipIf(!native.notifySupported())('ready: { notify: true }', () => {
     const started = sup.start().then(() => (ready = true))
     await waitFor(() => sup.child !== null, 5000, 'the spawn')
     const child = sup.child as NonNullable<typeof sup.child>
-    const env = environOf(child.pid)
+    const env = await environOf(child.pid)
     expect(env.get('NOTIFY_SOCKET')).toMatch(/^@procward\/notify\/[0-9a-f]{32}$/)
     expect(abstractSockets()).toContain(env.get('NOTIFY_SOCKET'))
     // Nothing sent yet: starting, whatever the time.
@@ -91,7 +91,7 @@ describe.skipIf(!native.notifySupported())('ready: { notify: true }', () => {
     const warnings = await warningsDuring(async () => {
       const started = sup.start().catch((e) => (err = e))
       await waitFor(() => sup.child !== null, 5000, 'the spawn')
-      const address = environOf((sup.child as { pid: number }).pid).get('NOTIFY_SOCKET') as string
+      const address = (await environOf((sup.child as { pid: number }).pid)).get('NOTIFY_SOCKET') as string
       // A real client in a process group and session of its own...
       const outsider = others.spawn('python3', [SEND, 'READY=1\\nSTATUS=outsider', '--linger'], {
         env: { ...process.env, NOTIFY_SOCKET: address },
@@ -168,10 +168,10 @@ describe.skipIf(!native.notifySupported())('ready: { notify: true }', () => {
       args: ['-c', `${send('READY=1')}; exec sleep 100`],
       restart: 'always',
     })
-    const address = () => environOf((sup.child as { pid: number }).pid).get('NOTIFY_SOCKET') as string
+    const address = async () => (await environOf((sup.child as { pid: number }).pid)).get('NOTIFY_SOCKET') as string
     await sup.start()
     const first = sup.child as NonNullable<typeof sup.child>
-    addresses.push(address())
+    addresses.push(await address())
     // The child holds no end of its socket: close-on-exec.
     const inode = socketInode(addresses[0] as string)
     expect(inode).not.toBeNull()
@@ -181,7 +181,7 @@ describe.skipIf(!native.notifySupported())('ready: { notify: true }', () => {
     const restarted = new Promise((r) => sup.once('ready', r))
     first.kill('SIGKILL')
     await restarted
-    addresses.push(address())
+    addresses.push(await address())
     expect(addresses[0]).not.toBe(addresses[1])
     await waitFor(() => !abstractSockets().includes(addresses[0] as string), 5000, 'the first socket to close')
     expect(abstractSockets()).toContain(addresses[1])
@@ -206,14 +206,14 @@ describe.skipIf(!native.notifySupported())('ready: { notify: true }', () => {
     const sup = supervisor({ command: 'sleep', args: ['100'], readyTimeoutMs: 300 })
     const spawned = new Promise<number>((r) => sup.once('spawn', (c) => r(c.pid)))
     const failed = sup.start().catch((e) => e)
-    const address = environOf(await spawned).get('NOTIFY_SOCKET') as string
+    const address = (await environOf(await spawned)).get('NOTIFY_SOCKET') as string
     await failed
     await waitFor(() => !abstractSockets().includes(address), 5000, 'the socket to close')
 
     const other = supervisor({ command: 'sleep', args: ['100'] })
     const spawned2 = new Promise<number>((r) => other.once('spawn', (c) => r(c.pid)))
     const pending = other.start().catch((e) => e)
-    const address2 = environOf(await spawned2).get('NOTIFY_SOCKET') as string
+    const address2 = (await environOf(await spawned2)).get('NOTIFY_SOCKET') as string
     await other.stop()
     expect((await pending).name).toBe('AbortError')
     await waitFor(() => !abstractSockets().includes(address2), 5000, 'the socket to close')
@@ -227,7 +227,7 @@ describe.skipIf(!native.notifySupported())('ready: { notify: true }', () => {
     try {
       const sup = supervisor({ command: 'sh', args: ['-c', `${send('READY=1')}; exec sleep 100`] })
       await sup.start()
-      const env = environOf((sup.child as { pid: number }).pid)
+      const env = await environOf((sup.child as { pid: number }).pid)
       expect(env.get('NOTIFY_SOCKET')).toMatch(/^@procward\/notify\//)
       expect(env.has('WATCHDOG_USEC')).toBe(false)
       expect(env.has('WATCHDOG_PID')).toBe(false)

@@ -154,7 +154,7 @@ describe.skipIf(!native.notifySupported())('procward run under a service manager
     const manager = standIn()
     const extra = { WATCHDOG_USEC: '5000000', WATCHDOG_PID: '1' }
     const plain = new Cli(others, ['run', '--', 'sleep', '100'], { env: under(manager, extra) })
-    const env = environOf(await spawnedPid(plain))
+    const env = await environOf(await spawnedPid(plain))
     for (const k of ['NOTIFY_SOCKET', 'WATCHDOG_USEC', 'WATCHDOG_PID']) expect(env.has(k), k).toBe(false)
     plain.proc.kill('SIGTERM')
     await plain.done
@@ -163,7 +163,7 @@ describe.skipIf(!native.notifySupported())('procward run under a service manager
       env: under(manager, { WATCHDOG_USEC: '5000000' }),
     })
     await waitFor(() => notify.pids('ready').length === 1, 10_000, 'ready')
-    const own = environOf(notify.pids('ready')[0] as number)
+    const own = await environOf(notify.pids('ready')[0] as number)
     expect(own.get('NOTIFY_SOCKET')).toMatch(/^@procward\/notify\//)
     expect(own.get('NOTIFY_SOCKET')).not.toBe(manager.address)
     expect(own.has('WATCHDOG_USEC')).toBe(false)
