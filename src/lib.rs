@@ -20,6 +20,7 @@ pub mod exit_watch;
 #[cfg(target_os = "linux")]
 pub mod listeners;
 pub mod lock;
+pub mod notify;
 pub mod pid;
 pub mod proc_info;
 pub mod runtime;

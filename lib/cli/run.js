@@ -1,7 +1,9 @@
 // procward run: a foreground supervisor. Its signal handling is the
 // library's handleSignals (every signal that would end us stops the child's
-// whole group first, then ends us with that signal); this file parses, logs
-// and chooses the exit status.
+// whole group first, then ends us with that signal), and so is its speech
+// to a service manager that started it (NOTIFY_SOCKET: READY=1, STATUS=,
+// STOPPING=1, WATCHDOG=1; the variables are not passed on to the child);
+// this file parses, logs and chooses the exit status.
 
 const { parse, integer, oneOf, MAX_MS, UsageError } = require('./args.js')
 const common = require('./common.js')
@@ -12,6 +14,7 @@ const SPEC = {
   restart: 'value',
   'state-file': 'value',
   'ready-port': 'value',
+  'ready-notify': 'flag',
   grace: 'value',
   'max-restarts': 'value',
   cgroup: 'flag',
@@ -19,6 +22,10 @@ const SPEC = {
   prefix: 'flag',
   json: 'flag',
 }
+
+// The library's package-internal Supervisor option that makes it speak to
+// the service manager that started this process (see lib/supervisor/notify.js).
+const SERVICE_MANAGER = Symbol.for('procward.serviceManager')
 
 /** The --json form of an error: message and code, and its cause's. */
 function errorFields(err) {
@@ -43,9 +50,17 @@ async function main(argv, { help }) {
     options.restart = oneOf('run', opts.restart, 'restart', ['always', 'on-failure', 'never'])
   }
   if (opts['state-file'] !== undefined) options.stateFile = opts['state-file']
+  if (opts['ready-port'] !== undefined && opts['ready-notify']) {
+    throw new UsageError('run', '--ready-port and --ready-notify are two ready checks: choose one')
+  }
   if (opts['ready-port'] !== undefined) {
     options.ready = { port: integer('run', opts['ready-port'], 'ready-port', 1, 65535) }
   }
+  if (opts['ready-notify']) options.ready = { notify: true }
+  // What the manager's socket had to say before the log was set up.
+  const early = []
+  let say = (text) => early.push(text)
+  options[SERVICE_MANAGER] = { say: (text) => say(text) }
   if (opts['max-restarts'] !== undefined) {
     options.crashLoop = { maxRestarts: integer('run', opts['max-restarts'], 'max-restarts', 0, MAX_MS) }
   }
@@ -84,6 +99,8 @@ async function main(argv, { help }) {
       output.line(`procward: ${name}: ${event}${text ? ` ${text}` : ''}`)
     }
   }
+  say = (text) => log('notify', { message: text }, text)
+  for (const text of early.splice(0)) say(text)
   const { exitText } = common
   sup.on('spawn', (c) => {
     output.pipe(c, name)

@@ -2,8 +2,8 @@
 
 const USAGE = {
   run: `usage: procward run [--name N] [--restart always|on-failure|never] [--state-file F]
-                    [--ready-port P] [--grace MS] [--max-restarts N] [--cgroup]
-                    [--hup stop|forward] [--prefix] [--json] -- COMMAND [ARGS...]
+                    [--ready-port P | --ready-notify] [--grace MS] [--max-restarts N]
+                    [--cgroup] [--hup stop|forward] [--prefix] [--json] -- COMMAND [ARGS...]
 
 Runs COMMAND under a supervisor in the foreground: restarted when it exits
 (with backoff; given up after a crash loop), and stopped with its whole
@@ -15,11 +15,22 @@ object per line). With --restart never, exits with the child's status (128 + n
 when killed by signal n). A COMMAND that cannot be found exits 127, one that
 cannot be run 126.
 
+Under a service manager (NOTIFY_SOCKET set: a systemd unit with Type=notify, or
+a container runtime that speaks the protocol) procward reports READY=1 once
+COMMAND is ready (again after each restart's ready), STATUS= on each event,
+STOPPING=1 when it stops, and with WATCHDOG_USEC set, WATCHDOG=1 at half that
+period while COMMAND runs. Without a ready check, COMMAND counts as ready once
+it has run 1 s (a daemon that dies at start-up is never reported ready).
+NOTIFY_SOCKET and WATCHDOG_* are not passed on to COMMAND.
+
   --name N            name in the log lines and the state file (default: COMMAND's basename)
   --restart POLICY    always (default), on-failure or never
   --state-file F      record the state in F (and lock F.lock: one supervisor per file);
                       a dead predecessor's child recorded there is stopped first
   --ready-port P      ready once something accepts connections on 127.0.0.1:P
+  --ready-notify      ready once COMMAND sends READY=1 to the NOTIFY_SOCKET procward gives
+                      it (sd_notify(3); from COMMAND, its process group or its cgroup);
+                      its STATUS= is recorded in the state file (Linux)
   --grace MS          time the child gets to exit after SIGTERM (default 5000)
   --max-restarts N    restarts allowed within 60 s before giving up (default 5)
   --cgroup            contain the child in a cgroup of its own (where supported)

@@ -8,6 +8,7 @@ const { isMainThread } = require('node:worker_threads')
 const { rangeError, typeError } = require('../errors')
 const validate = require('../validate')
 const { checkSpawnOptions, nativeStopOptions, NOTIFY_FD, notifyFd, SPAWN_KEYS, STOP_KEYS } = require('../supervised')
+const { checkNotifyReady } = require('./notify')
 const { MARK_VAR } = require('./state-file')
 
 const DEFAULTS = Object.freeze({
@@ -64,7 +65,7 @@ function lineMatcher(value, name) {
   throw typeError(`${name} must be a string or a RegExp, got ${validate.describe(value)}`)
 }
 
-/** options.ready → { kind: 'port' | 'line' | 'notify' | 'function', ... }, or null. */
+/** options.ready → { kind: 'port' | 'line' | 'notify' | 'sd-notify' | 'function', ... }, or null. */
 function checkReady(value) {
   if (value === undefined) return null
   if (typeof value === 'function') return { kind: 'function', fn: value }
@@ -82,12 +83,16 @@ function checkReady(value) {
       return { kind: 'line', stream, match: lineMatcher(value[stream], `options.ready.${stream}`) }
     }
   }
+  if (keys.includes('notify')) {
+    validate.knownKeys(value, ['notify'], 'options.ready')
+    return checkNotifyReady(value.notify, 'options.ready.notify')
+  }
   if (keys.includes('notifyFd')) {
     validate.knownKeys(value, ['notifyFd'], 'options.ready')
     return { kind: 'notify', fd: notifyFd(value.notifyFd, 'options.ready.notifyFd') }
   }
   throw typeError(
-    'options.ready must be { port, host? }, { stdout }, { stderr }, { notifyFd } or a function',
+    'options.ready must be { port, host? }, { stdout }, { stderr }, { notifyFd }, { notify: true } or a function',
     'ERR_INVALID_ARG_VALUE',
   )
 }
@@ -175,12 +180,14 @@ function checkOptions(options) {
 
 /**
  * The spawnSupervised options of one attempt (forcing what a ready check
- * needs); with a `mark`, the child's environment carries it (see MARK_VAR).
+ * needs); with a `mark`, the child's environment carries it (see MARK_VAR),
+ * and with `notifyIn` (notify.js) its NOTIFY_SOCKET.
  */
-function spawnOptions(opts, env, mark = null) {
+function spawnOptions(opts, env, mark = null, notifyIn = null) {
   const o = { ...opts.spawn }
   if (env !== undefined) o.env = env
   if (mark !== null) o.env = { ...(o.env ?? process.env), [MARK_VAR]: mark }
+  if (notifyIn !== null) o.env = notifyIn.env(o.env ?? process.env)
   const ready = opts.ready
   if (ready?.kind === 'line') {
     let stdio = o.stdio ?? ['ignore', 'inherit', 'inherit']

@@ -14,6 +14,7 @@ const attempt = require('./attempt')
 const { backoffDelay, crashWindow, nextAttempt } = require('./backoff')
 const { checkChildStatus, checkMeta, checkOptions, restartOptions, spawnOptions, stopOptions } = require('./options')
 const { relayOutput } = require('./output')
+const notify = require('./notify')
 const { whenReady } = require('./readiness')
 const procfs = require('./procfs')
 const signals = require('./signals')
@@ -93,11 +94,14 @@ class Supervisor extends EventEmitter {
    */
   #mark = null
   #session = undefined
+  /** Our voice to the service manager that started us (notify.js), or null. */
+  #manager = null
 
   constructor(options) {
     super()
     this.#o = checkOptions(options)
     this.#args = this.#o.args
+    this.#manager = notify.speaker(this, options, this.#o.ready !== null)
     if (this.#o.stateFile !== null) {
       this.#records = new RecordWriter(this.#o.stateFile, () => this.#record())
       this.#mark = randomBytes(16).toString('hex')
@@ -167,6 +171,7 @@ class Supervisor extends EventEmitter {
         return this.#stopping
       }
       if (!this.#go('stop')) return Promise.resolve(null)
+      this.#manager?.stopping()
       this.#epoch++
       this.#clearTimer()
       const run = this.#run
@@ -256,6 +261,7 @@ class Supervisor extends EventEmitter {
     const run = this.#liveRun()
     if (run === null) return false
     run.status = value
+    this.#manager?.childStatus(value)
     this.#writeState()
     return true
   }
@@ -403,8 +409,10 @@ class Supervisor extends EventEmitter {
     this.#run = run
     let child
     try {
-      child = spawnSupervised(this.#o.command, this.#args, spawnOptions(this.#o, this.#env, this.#mark))
+      run.notify = notify.listen(this.#o.ready) // the child's own NOTIFY_SOCKET, or null
+      child = spawnSupervised(this.#o.command, this.#args, spawnOptions(this.#o, this.#env, this.#mark, run.notify))
     } catch (err) {
+      run.notify?.close()
       // Containment asked for where it cannot be had: no restart can
       // change that, and running uncontained is never a silent fallback.
       if (err?.code === 'ERR_CGROUP_UNAVAILABLE') {
@@ -441,6 +449,7 @@ class Supervisor extends EventEmitter {
     this.#startedAt = nowIso()
     attempt.spawned(run, child, this.#o.command, this.#args, this.#startedAt)
     child.once('exit', (info) => this.#exited(run, info, 'exit'))
+    run.notify?.watch(child, run.ac.signal, (text) => this.#run === run && this.setChildStatus(text))
     this.#pipeLines(run)
     this.#writeState()
     this.#emit('spawn', child)

@@ -18,6 +18,7 @@ mod js_loop_none;
 use js_loop_none as js_loop;
 pub mod liveness;
 pub mod lock;
+pub mod notify;
 pub mod stop;
 #[cfg(target_os = "linux")]
 pub mod supervisor;

@@ -1,0 +1,295 @@
+// procward run under a service manager: a stand-in NOTIFY_SOCKET (made
+// with procward's own binding) hears READY=1, STATUS=, STOPPING=1 and
+// WATCHDOG=1 from the CLI's own pid, as systemd would.
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import { Supervisor, type SupervisorOptions } from '../../index.js'
+import { Cli, cli, NODE } from '../cli/cli-process'
+import { freePort, sleep, tempDirs, trackProcesses, waitFor } from '../helpers'
+import { environOf, native, StandIn } from './manager'
+
+const { others } = trackProcesses()
+const tempDir = tempDirs('procward-notify-out-')
+
+const SEND = join(__dirname, 'fixtures', 'sd-notify.py')
+const BLOCKING_CLI = join(__dirname, 'fixtures', 'blocking-cli.cjs')
+const send = (...args: string[]) => `python3 ${SEND} ${args.map((a) => `'${a}'`).join(' ')}`
+
+const standIns: StandIn[] = []
+function standIn(path: string | null = null, read = true): StandIn {
+  const s = new StandIn(path, read)
+  standIns.push(s)
+  return s
+}
+afterEach(() => {
+  for (const s of standIns.splice(0)) s.close()
+})
+
+/** The environment of a CLI under `manager`. */
+function under(manager: StandIn, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  return { ...process.env, NOTIFY_SOCKET: manager.address, ...extra }
+}
+
+/** The child's pid from the CLI's log ('spawn pid N'). */
+async function spawnedPid(c: Cli, n = 1): Promise<number> {
+  await waitFor(() => c.pids('spawn').length >= n, 10_000, `spawn #${n}`)
+  return c.pids('spawn')[n - 1] as number
+}
+
+describe.skipIf(!native.notifySupported())('procward run under a service manager', () => {
+  it('sends READY=1 only once the child is ready, from its own pid, with STATUS=', async () => {
+    const manager = standIn()
+    const go = join(tempDir(), 'go')
+    const c = new Cli(
+      others,
+      ['run', '--ready-notify', '--', 'sh', '-c', `${send('READY=1', '--trigger', go)}; exec sleep 100`],
+      { env: under(manager) },
+    )
+    await spawnedPid(c)
+    await manager.waitFor('STATUS')
+    // Not ready: the child has said nothing yet, whatever the time.
+    await sleep(500)
+    expect(manager.with('READY')).toEqual([])
+    writeFileSync(go, '')
+    const ready = await manager.waitFor('READY', '1')
+    expect(ready.pid).toBe(c.pid) // the main pid: no MAINPID= needed
+    expect(ready.text).toMatch(/^READY=1\nSTATUS=sh running, pid \d+$/)
+    expect(manager.messages.every((m) => m.pid === c.pid)).toBe(true)
+    c.proc.kill('SIGTERM')
+    await c.done
+  })
+
+  it("passes the child's own STATUS= (notify in) on to the manager", async () => {
+    const manager = standIn()
+    const script = `${send('STATUS=warming up')}; ${send('READY=1\\nSTATUS=serving 3 clients')}; exec sleep 100`
+    const c = new Cli(others, ['run', '--ready-notify', '--', 'sh', '-c', script], { env: under(manager) })
+    await manager.waitFor('STATUS', 'serving 3 clients')
+    const texts = manager.texts()
+    expect(texts.indexOf('STATUS=warming up')).toBeGreaterThanOrEqual(0)
+    expect(texts.indexOf('STATUS=warming up')).toBeLessThan(texts.indexOf('STATUS=serving 3 clients'))
+    c.proc.kill('SIGTERM')
+    await c.done
+  })
+
+  it('with a port check, READY=1 comes when the port answers', async () => {
+    const manager = standIn()
+    const port = await freePort()
+    const daemon = join(__dirname, '..', 'fixtures', 'http-daemon.cjs')
+    const c = new Cli(
+      others,
+      ['run', '--ready-port', String(port), '--', NODE, daemon, '--port', String(port), '--delay-ms', '300'],
+      { env: under(manager) },
+    )
+    await manager.waitFor('READY', '1')
+    // Ready means it listens now.
+    const res = await fetch(`http://127.0.0.1:${port}/`)
+    expect(res.ok).toBe(true)
+    await res.text()
+    c.proc.kill('SIGTERM')
+    await c.done
+  })
+
+  it('sends STOPPING=1 when SIGTERM begins the stop, and STATUS= for each event', async () => {
+    const manager = standIn()
+    const c = new Cli(others, ['run', '--', 'sleep', '100'], { env: under(manager) })
+    const pid = await spawnedPid(c)
+    // Without a ready check: READY=1 once it has run a while (1 s).
+    await manager.waitFor('READY', '1')
+    c.proc.kill('SIGTERM')
+    const end = await c.done
+    expect(end.signal).toBe('SIGTERM')
+    const texts = manager.texts()
+    const stopping = texts.findIndex((t) => t.startsWith('STOPPING=1'))
+    expect(stopping).toBeGreaterThan(texts.findIndex((t) => t.startsWith('READY=1')))
+    expect(texts).toContain(`STATUS=sleep starting, pid ${pid}`)
+    expect(texts[stopping]).toBe('STOPPING=1\nSTATUS=sleep stopping')
+    expect(texts.slice(stopping)).toContain(`STATUS=sleep pid ${pid} was killed by SIGTERM`)
+    expect(texts.at(-1)).toBe('STATUS=sleep stopped')
+    // Once only.
+    expect(manager.with('STOPPING').length).toBe(1)
+  })
+
+  it('never reports a crash-looping daemon ready (with and without a ready check)', async () => {
+    const port = await freePort()
+    for (const args of [
+      ['--max-restarts', '2', '--', 'sh', '-c', 'exit 1'],
+      ['--max-restarts', '2', '--', 'sh', '-c', 'sleep 0.2; exit 1'],
+      ['--max-restarts', '2', '--ready-port', String(port), '--', 'sh', '-c', 'sleep 0.1; exit 3'],
+      ['--max-restarts', '1', '--ready-notify', '--', 'sh', '-c', 'exit 1'],
+    ]) {
+      const manager = standIn()
+      const r = await cli(others, ['run', ...args], { env: under(manager) })
+      expect(r.code, r.err).toBe(1)
+      expect(r.err).toMatch(/given up after/)
+      // Every message sent before the exit has been read once a last one is.
+      const tx = native.NotifySender.open(manager.address)
+      tx.send('X-END=1')
+      tx.close()
+      await manager.waitFor('X-END')
+      expect(manager.with('READY'), args.join(' ')).toEqual([])
+      expect(manager.with('STATUS').length).toBeGreaterThan(0)
+      expect(manager.texts()).toContainEqual(expect.stringMatching(/^STOPPING=1\nSTATUS=sh failed: /))
+    }
+  })
+
+  it('sends READY=1 again after each restart is ready', async () => {
+    const manager = standIn()
+    const c = new Cli(others, ['run', '--ready-notify', '--', 'sh', '-c', `${send('READY=1')}; exec sleep 100`], {
+      env: under(manager),
+    })
+    const first = await spawnedPid(c)
+    await manager.waitFor('READY', '1')
+    process.kill(first, 'SIGKILL')
+    const second = await spawnedPid(c, 2)
+    await waitFor(() => manager.with('READY', '1').length === 2, 10_000, 'the second READY=1')
+    expect(manager.with('READY', '1')[1]?.text).toBe(`READY=1\nSTATUS=sh running, pid ${second}`)
+    expect(manager.texts()).toContain(`STATUS=sh pid ${first} was killed by SIGKILL`)
+    expect(manager.texts()).toContainEqual(expect.stringMatching(/^STATUS=sh restarting in \d+ ms \(attempt 1\)$/))
+    c.proc.kill('SIGTERM')
+    await c.done
+  })
+
+  it("passes on none of the manager's variables, unless --ready-notify gives the child its own socket", async () => {
+    const manager = standIn()
+    const extra = { WATCHDOG_USEC: '5000000', WATCHDOG_PID: '1' }
+    const plain = new Cli(others, ['run', '--', 'sleep', '100'], { env: under(manager, extra) })
+    const env = await environOf(await spawnedPid(plain))
+    for (const k of ['NOTIFY_SOCKET', 'WATCHDOG_USEC', 'WATCHDOG_PID']) expect(env.has(k), k).toBe(false)
+    plain.proc.kill('SIGTERM')
+    await plain.done
+
+    const notify = new Cli(others, ['run', '--ready-notify', '--', 'sh', '-c', `${send('READY=1')}; exec sleep 100`], {
+      env: under(manager, { WATCHDOG_USEC: '5000000' }),
+    })
+    await waitFor(() => notify.pids('ready').length === 1, 10_000, 'ready')
+    const own = await environOf(notify.pids('ready')[0] as number)
+    expect(own.get('NOTIFY_SOCKET')).toMatch(/^@procward\/notify\//)
+    expect(own.get('NOTIFY_SOCKET')).not.toBe(manager.address)
+    expect(own.has('WATCHDOG_USEC')).toBe(false)
+    notify.proc.kill('SIGTERM')
+    await notify.done
+  })
+
+  it('speaks to a socket file too (a path NOTIFY_SOCKET)', async () => {
+    const path = join(tempDir(), 'notify')
+    const manager = standIn(path)
+    const c = new Cli(others, ['run', '--', 'sleep', '100'], { env: under(manager) })
+    expect(manager.address).toBe(path)
+    await manager.waitFor('READY', '1')
+    c.proc.kill('SIGTERM')
+    await c.done
+  })
+
+  it('says once, and runs on, when NOTIFY_SOCKET names no socket or the manager is gone', async () => {
+    const bad = await cli(others, ['run', '--restart', 'never', '--', 'true'], {
+      env: { ...process.env, NOTIFY_SOCKET: 'relative/notify' },
+    })
+    expect(bad.code).toBe(0)
+    expect(bad.err).toMatch(/notify NOTIFY_SOCKET not used: .*names no socket/)
+
+    const gone = await cli(others, ['run', '--restart', 'never', '--', 'sh', '-c', 'sleep 0.3'], {
+      env: { ...process.env, NOTIFY_SOCKET: '@procward/notify/nobody-listens-here' },
+    })
+    expect(gone.code).toBe(0)
+    expect(gone.err.match(/could not notify the service manager/g)?.length).toBe(1)
+    expect(gone.err).toMatch(/ECONNREFUSED/)
+  })
+
+  it('drops what a full socket cannot take, and says so once', async () => {
+    // Bound, never read: its queue fills with 1 ms watchdog pings.
+    const manager = standIn(null, false)
+    const c = new Cli(others, ['run', '--', 'sleep', '100'], { env: under(manager, { WATCHDOG_USEC: '2000' }) })
+    await waitFor(() => /notify socket is full/.test(c.err), 20_000, 'the full socket to be said')
+    await sleep(500)
+    expect(c.err.match(/notify socket is full/g)?.length).toBe(1)
+    c.proc.kill('SIGTERM')
+    const end = await c.done
+    expect(end.signal).toBe('SIGTERM') // the stop was not held up by the full socket
+  })
+
+  it('pings WATCHDOG=1 at half WATCHDOG_USEC while the child runs, and not while its loop is blocked', async () => {
+    const manager = standIn()
+    const dir = tempDir()
+    const files = {
+      BLOCK_FILE: join(dir, 'block'),
+      BLOCKED_FILE: join(dir, 'blocked'),
+      RELEASE_FILE: join(dir, 'release'),
+    }
+    const c = new Cli(
+      others,
+      ['run', '--', 'sleep', '100'],
+      { env: under(manager, { WATCHDOG_USEC: '200000', ...files }) },
+      BLOCKING_CLI,
+    )
+    const pings = () => manager.with('WATCHDOG', '1').length
+    await waitFor(() => pings() >= 5, 10_000, 'pings')
+    // About every 100 ms: far more than one per 200 ms period, never a burst.
+    const t0 = Date.now()
+    const n0 = pings()
+    await sleep(1000)
+    const rate = (pings() - n0) / ((Date.now() - t0) / 1000)
+    expect(rate).toBeGreaterThan(2) // bounds of correctness, not of speed: 10/s expected
+    expect(rate).toBeLessThan(40)
+
+    writeFileSync(files.BLOCK_FILE, '')
+    await waitFor(() => existsSync(files.BLOCKED_FILE), 10_000, 'the loop to block')
+    // A ping already sent when it blocked may still be on its way.
+    await sleep(200)
+    const atBlock = pings()
+    await sleep(1500) // 15 periods
+    expect(pings() - atBlock).toBe(0)
+
+    writeFileSync(files.RELEASE_FILE, '')
+    await waitFor(() => pings() >= atBlock + 3, 10_000, 'pings to resume')
+    c.proc.kill('SIGTERM')
+    await c.done
+    expect(readFileSync(files.BLOCKED_FILE, 'utf8')).not.toBe('')
+  })
+
+  it('sends no watchdog pings when WATCHDOG_PID names another process', async () => {
+    const manager = standIn()
+    const other = new Cli(others, ['run', '--', 'sleep', '100'], {
+      env: under(manager, { WATCHDOG_USEC: '20000', WATCHDOG_PID: '1' }),
+    })
+    await manager.waitFor('READY', '1')
+    await sleep(300) // 30 periods
+    expect(manager.with('WATCHDOG')).toEqual([])
+    other.proc.kill('SIGTERM')
+    await other.done
+  })
+
+  it('sends no watchdog pings while no child runs (a backoff)', async () => {
+    const manager = standIn()
+    const saved = { ...process.env }
+    Object.assign(process.env, { NOTIFY_SOCKET: manager.address, WATCHDOG_USEC: '20000' })
+    const said: string[] = []
+    const sup = new Supervisor({
+      command: 'sh',
+      args: ['-c', 'exit 1'],
+      backoff: { initialMs: 1500 },
+      [Symbol.for('procward.serviceManager')]: { say: (t: string) => said.push(t) },
+    } as SupervisorOptions)
+    try {
+      // The manager's variables are taken from this process's environment.
+      expect(process.env.NOTIFY_SOCKET).toBeUndefined()
+      expect(process.env.WATCHDOG_USEC).toBeUndefined()
+      sup.start().catch(() => {})
+      await waitFor(() => sup.state === 'backoff', 10_000, 'the backoff')
+      await sleep(100) // a ping sent just before the exit may be on its way
+      const n = manager.with('WATCHDOG').length
+      await sleep(1000) // 100 periods, all within the 1500 ms backoff
+      expect(sup.state).toBe('backoff')
+      expect(manager.with('WATCHDOG').length).toBe(n)
+      expect(manager.texts()).toContainEqual(expect.stringMatching(/^STATUS=sh restarting in 1500 ms \(attempt 1\)$/))
+      expect(said).toEqual([])
+    } finally {
+      await sup.stop()
+      for (const k of ['NOTIFY_SOCKET', 'WATCHDOG_USEC', 'WATCHDOG_PID']) {
+        if (saved[k] === undefined) delete process.env[k]
+        else process.env[k] = saved[k]
+      }
+    }
+    await manager.waitFor('STOPPING', '1')
+  })
+})
