@@ -598,7 +598,8 @@ export interface SupervisorOptions {
    * piped, and keeps flowing after ready as 'stdout'/'stderr' events, or to
    * this process's own stream when no one listens); the child writes a
    * newline to fd `notifyFd` (s6 style: the write end of a pipe sits at
-   * that fd in the child); or the function resolves (its signal aborts when
+   * that fd in the child); the child sends `READY=1` (`notify: true`,
+   * sd_notify); or the function resolves (its signal aborts when
    * the check is given up). Failing or timing out counts as a crash.
    */
   ready?: SupervisorReady | undefined
@@ -640,6 +641,19 @@ export type SupervisorReady =
   | { stdout: string | RegExp }
   | { stderr: string | RegExp }
   | { notifyFd: number }
+  /**
+   * sd_notify(3) (Linux): the child gets a `NOTIFY_SOCKET` of the
+   * supervisor's own (an abstract unix datagram socket, one per attempt,
+   * closed when the attempt ends) and is ready at the first `READY=1` sent by
+   * the child, a member of the process group it leads, or (with
+   * `spawn.cgroup`) a process in its cgroup — judged by the sender's
+   * credentials (`SCM_CREDENTIALS`); other senders are ignored (a warning,
+   * once per process: `PROCWARD_NOTIFY_REFUSED`). Its `STATUS=` lines are
+   * the state record's `child.status`. Daemons that speak sd_notify, or a
+   * wrapper script's `systemd-notify --ready`, need no port or log-line
+   * check. Elsewhere the constructor throws `ERR_NOTIFY_UNAVAILABLE`.
+   */
+  | { notify: true }
   | ((child: SupervisedProcess, signal: AbortSignal) => Promise<void>)
 
 export interface SupervisorExit extends ExitInfo {

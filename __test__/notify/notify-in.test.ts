@@ -15,7 +15,7 @@ const tempDir = tempDirs('procward-notify-')
 
 const SEND = join(__dirname, 'fixtures', 'sd-notify.py')
 // Not in SupervisorReady's type yet (index.d.ts is another change's).
-const NOTIFY = { notify: true } as unknown as SupervisorOptions['ready']
+const NOTIFY: SupervisorOptions['ready'] = { notify: true }
 
 const supervisors: Supervisor[] = []
 function supervisor(options: Partial<SupervisorOptions> & Pick<SupervisorOptions, 'command'>): Supervisor {
