@@ -240,6 +240,18 @@ pub fn wait_kqueue(kq: &OwnedFd) -> io::Result<()> {
     }
 }
 
+/// `dst` becomes a close-on-exec copy of `src`. macOS has no dup3: dup2 then
+/// F_SETFD, with a window in between in which a child forked by another
+/// thread inherits the copy (posix_spawn children there close every fd not
+/// named: `POSIX_SPAWN_CLOEXEC_DEFAULT`, so procward's own are safe).
+/// Async-signal-safe: two system calls, no allocation.
+pub fn dup_cloexec_onto(src: RawFd, dst: RawFd) {
+    // SAFETY: plain integers; dup2 is async-signal-safe.
+    unsafe { libc::dup2(src, dst) };
+    // SAFETY: fcntl is async-signal-safe; dst is the caller's.
+    unsafe { libc::fcntl(dst, libc::F_SETFD, libc::FD_CLOEXEC) };
+}
+
 // Pure decoding only: these run on a Mac (`cargo test` there); here they are
 // compiled and linted for both Apple targets by scripts/cross-build.sh.
 #[cfg(test)]
@@ -272,16 +284,4 @@ mod tests {
             WaitStatus::Signaled(libc::SIGSEGV)
         );
     }
-}
-
-/// `dst` becomes a close-on-exec copy of `src`. macOS has no dup3: dup2 then
-/// F_SETFD, with a window in between in which a child forked by another
-/// thread inherits the copy (posix_spawn children there close every fd not
-/// named: `POSIX_SPAWN_CLOEXEC_DEFAULT`, so procward's own are safe).
-/// Async-signal-safe: two system calls, no allocation.
-pub fn dup_cloexec_onto(src: RawFd, dst: RawFd) {
-    // SAFETY: plain integers; dup2 is async-signal-safe.
-    unsafe { libc::dup2(src, dst) };
-    // SAFETY: fcntl is async-signal-safe; dst is the caller's.
-    unsafe { libc::fcntl(dst, libc::F_SETFD, libc::FD_CLOEXEC) };
 }
