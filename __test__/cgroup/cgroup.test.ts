@@ -78,6 +78,30 @@ function jsonLine(child: ChildProcess): Promise<Record<string, unknown>> {
   })
 }
 
+/** fixtures/cgroup-owner.cjs running `sh -c script` contained, once it reported the cgroup and the script's first line. */
+async function containedOwner(script: string) {
+  const owner = others.spawn(process.execPath, [
+    OWNER,
+    PROCWARD,
+    'sh',
+    JSON.stringify(['-c', script]),
+    JSON.stringify({ cgroup: true }),
+  ])
+  const info = await jsonLine(owner)
+  return { owner, cgroup: info.cgroup as string, line: Number(info.line) }
+}
+
+/** The live guardians among `pid`'s children (a new one's cmdline reads empty for an instant after its exec). */
+function guardiansOf(pid: number): number[] {
+  return childrenOf(pid).filter((p) => {
+    try {
+      return readFileSync(`/proc/${p}/cmdline`, 'latin1').startsWith('procward-guardian') && aliveInProcTable(p)
+    } catch {
+      return false
+    }
+  })
+}
+
 /** Our live children other than procward's guardian (a child of this process). */
 function childrenButGuardian(): number[] {
   return childrenOf(process.pid).filter((p) => {
@@ -323,16 +347,11 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
   it('kills a contained grandchild that dropped to nobody when its owner is SIGKILLed', async () => {
     // The grandchild changes uid (which clears a death signal) and session:
     // only the guardian's cgroup.kill can reach it.
-    const owner = others.spawn(process.execPath, [
-      OWNER,
-      PROCWARD,
-      'sh',
-      JSON.stringify(['-c', 'setpriv --reuid=65534 --regid=65534 --clear-groups setsid sleep 1000 & echo $!; wait']),
-      JSON.stringify({ cgroup: true }),
-    ])
-    const info = await jsonLine(owner)
-    const cgroup = info.cgroup as string
-    const grandchild = Number(info.line)
+    const {
+      owner,
+      cgroup,
+      line: grandchild,
+    } = await containedOwner('setpriv --reuid=65534 --regid=65534 --clear-groups setsid sleep 1000 & echo $!; wait')
     await waitFor(
       () => readFileSync(`/proc/${grandchild}/status`, 'latin1').includes('Uid:\t65534'),
       5000,
@@ -345,16 +364,7 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
   })
 
   it('when its owner is SIGKILLed, a cgroup the child made below its own goes too (the guardian removes deepest first)', async () => {
-    const owner = others.spawn(process.execPath, [
-      OWNER,
-      PROCWARD,
-      'sh',
-      JSON.stringify(['-c', 'sleep 1000 & echo $!; wait']),
-      JSON.stringify({ cgroup: true }),
-    ])
-    const info = await jsonLine(owner)
-    const cgroup = info.cgroup as string
-    const member = Number(info.line)
+    const { owner, cgroup, line: member } = await containedOwner('sleep 1000 & echo $!; wait')
     // What a container runtime inside would do: a sub-cgroup, a member moved there.
     mkdirSync(join(cgroup, 'sub'))
     writeFileSync(join(cgroup, 'sub', 'cgroup.procs'), String(member))
@@ -388,24 +398,7 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
   })
 
   it('a guardian killed by hand is replaced at once: its owner SIGKILLed later, with no contained spawn since, still takes its children along', async () => {
-    const owner = others.spawn(process.execPath, [
-      OWNER,
-      PROCWARD,
-      'sh',
-      JSON.stringify(['-c', 'setsid sleep 1000 & echo $!; wait']),
-      JSON.stringify({ cgroup: true }),
-    ])
-    const info = await jsonLine(owner)
-    const cgroup = info.cgroup as string
-    const stray = Number(info.line)
-    const guardiansOf = (pid: number) =>
-      childrenOf(pid).filter((p) => {
-        try {
-          return readFileSync(`/proc/${p}/cmdline`, 'latin1').startsWith('procward-guardian')
-        } catch {
-          return false
-        }
-      })
+    const { owner, cgroup, line: stray } = await containedOwner('setsid sleep 1000 & echo $!; wait')
     const [first] = guardiansOf(owner.pid as number)
     expect(first).toBeGreaterThan(0)
     process.kill(first as number, 'SIGKILL')
@@ -424,24 +417,8 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
   })
 
   it('a guardian killed twice within a second is replaced once the rate limit allows, not at the next contained spawn', async () => {
-    const owner = others.spawn(process.execPath, [
-      OWNER,
-      PROCWARD,
-      'sh',
-      JSON.stringify(['-c', 'setsid sleep 1000 & echo $!; wait']),
-      JSON.stringify({ cgroup: true }),
-    ])
-    const info = await jsonLine(owner)
-    const cgroup = info.cgroup as string
-    const stray = Number(info.line)
-    const guardianOf = (pid: number) =>
-      childrenOf(pid).find((p) => {
-        try {
-          return readFileSync(`/proc/${p}/cmdline`, 'latin1').startsWith('procward-guardian') && aliveInProcTable(p)
-        } catch {
-          return false
-        }
-      }) ?? 0
+    const { owner, cgroup, line: stray } = await containedOwner('setsid sleep 1000 & echo $!; wait')
+    const guardianOf = (pid: number) => guardiansOf(pid)[0] ?? 0
     const seen: number[] = []
     // The first, then its replacement at once, killed as soon as it shows.
     const fresh = () => {
@@ -586,14 +563,7 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
 
   it('a guardian killed by hand is replaced at the next contained spawn', async () => {
     await sup('true', [], { cgroup: true }).exited
-    const guardians = () =>
-      childrenOf(process.pid).filter((p) => {
-        try {
-          return readFileSync(`/proc/${p}/cmdline`, 'latin1').startsWith('procward-guardian')
-        } catch {
-          return false
-        }
-      })
+    const guardians = () => guardiansOf(process.pid)
     const [first] = guardians()
     expect(first).toBeGreaterThan(0)
     process.kill(first as number, 'SIGKILL')
