@@ -74,10 +74,10 @@ own_session="$(awk '{print $6}' /proc/$$/stat)"
 if [ "$own_session" = 0 ]; then
   echo "(this run is in session 0 already: the supervisor and CLI ran there above)"
 elif [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
-  step "vitest (supervisor, CLI and their hardening again, in session 0: a fresh pid namespace)"
+  step "vitest (supervisor, CLI, containment and their hardening again, in session 0: a fresh pid namespace)"
   # shellcheck disable=SC2046
   unshare --pid --fork --mount-proc --kill-child \
-    pnpm exec vitest run __test__/supervisor __test__/cli $(vitest_json session0)
+    pnpm exec vitest run __test__/supervisor __test__/cli __test__/cgroup $(vitest_json session0)
 else
   echo "skipping the session-0 run: it needs root and unshare(1) for a pid namespace" >&2
 fi

@@ -192,7 +192,10 @@ describe.skipIf(!hasScript)('procward lock at a terminal', () => {
       'let n=0; process.on("SIGINT",()=>{n++; console.log("int "+n)}); console.log("locked");' +
       'process.stdin.on("data",()=>{console.log("ints="+n); process.exit(n)})'
     const q = (s: string) => `'${s.replace(/'/g, "'\\''")}'`
-    const inner = [NODE, CLI, 'lock', file, '--', NODE, '-e', counter].map(q).join(' ')
+    // script(1) runs it with `$SHELL -c`; dash (Debian's sh, script's
+    // default with no SHELL) does not exec a lone command and would die of
+    // the Ctrl-C itself: exec, so that procward is what the terminal runs.
+    const inner = `exec ${[NODE, CLI, 'lock', file, '--', NODE, '-e', counter].map(q).join(' ')}`
     const p = others.spawn('script', ['-qfec', inner, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'] })
     let out = ''
     p.stdout?.on('data', (d) => (out += d))

@@ -115,3 +115,54 @@ describe('a supervisor SIGKILLed during a restart', () => {
     }
   }
 })
+
+describe('the takeover of a daemon that forked a worker away', () => {
+  const SUPERVISOR_PROCESS = join(FIXTURES, 'supervisor-process.cjs')
+
+  /** A dead predecessor whose daemon (leading its group) left a worker reparented in that group. */
+  async function predecessorWithWorker(takeover: 'stop' | 'adopt') {
+    const tag = 4000 + process.pid * 10 + ++serial
+    const worker = ['sleep', String(tag)]
+    const options = {
+      command: 'sh',
+      args: ['-c', `(sleep ${tag} &); exec sleep ${tag + 1}`],
+      stateFile: join(tempDir(), 'state.json'),
+      restart: 'never',
+      takeover,
+      spawn: { parentDeathSignal: false },
+    }
+    const p = others.spawn(NODE, [SUPERVISOR_PROCESS, PROCWARD, JSON.stringify(options)])
+    let out = ''
+    p.stdout?.on('data', (d) => (out += d))
+    await waitFor(() => out.includes('"started"'), 10_000, 'the predecessor to start')
+    const daemon = ['sleep', String(tag + 1)]
+    await waitFor(() => running(worker).length === 1 && running(daemon).length === 1, 5000, 'daemon and worker')
+    const pids = [...running(worker), ...running(daemon)]
+    for (const pid of pids) others.track(pid)
+    p.kill('SIGKILL')
+    await new Promise((r) => p.once('exit', r))
+    return { options, worker, daemon, pids }
+  }
+
+  it("'adopt' keeps the daemon and the worker in its group: the worker is the daemon's, not a second daemon", async () => {
+    const { options, worker, daemon, pids } = await predecessorWithWorker('adopt')
+    const sup = new Supervisor(options as SupervisorOptions)
+    supervisors.push(sup)
+    const takeovers: { action: string; pid: number }[] = []
+    sup.on('takeover', (t) => takeovers.push(t))
+    await sup.start()
+    expect(takeovers.map((t) => `${t.action} ${t.pid}`)).toEqual([`adopted ${running(daemon)[0]}`])
+    expect(pids.filter(aliveInProcTable)).toHaveLength(2)
+    // Ours now: its stop takes the group, the worker with it.
+    await sup.stop()
+    expect([...running(worker), ...running(daemon)]).toEqual([])
+  })
+
+  it("'stop' ends the daemon and the worker it left in its group", async () => {
+    const { options, pids } = await predecessorWithWorker('stop')
+    const sup = new Supervisor({ ...(options as SupervisorOptions), command: 'sleep', args: ['1000'] })
+    supervisors.push(sup)
+    await sup.start()
+    await waitFor(() => pids.filter(aliveInProcTable).length === 0, 5000, 'daemon and worker to be ended')
+  })
+})

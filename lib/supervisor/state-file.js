@@ -259,9 +259,11 @@ function parseRecord(text) {
   if (typeof r.name !== 'string' || !STATES.includes(r.state)) return null
   const s = r.supervisor
   if (s === null || typeof s !== 'object' || !validPid(s.pid) || typeof s.identity !== 'string') return null
-  // Read as found: a mark or session that cannot be one is left out.
+  // Read as found: a mark or session that cannot be one is left out. A
+  // session of 0 is one: its leader is outside our pid namespace (a
+  // container, `unshare --pid`), and its members all read 0.
   if (s.mark !== undefined && (typeof s.mark !== 'string' || !MARK_PATTERN.test(s.mark))) delete s.mark
-  if (s.session !== undefined && s.session !== null && !validPid(s.session)) delete s.session
+  if (s.session !== undefined && s.session !== null && s.session !== 0 && !validPid(s.session)) delete s.session
   const c = r.child
   if (c !== null) {
     if (typeof c !== 'object' || !validPid(c.pid) || typeof c.identity !== 'string') return null

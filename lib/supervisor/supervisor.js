@@ -373,7 +373,7 @@ class Supervisor extends EventEmitter {
     // one daemon (leading its group) and the record's child is gone;
     // stopped otherwise: never a second daemon beside ours.
     if (epoch !== this.#epoch) return
-    let found = await unrecordedDaemons(prev.supervisor, keep?.pid ?? null)
+    let found = await unrecordedDaemons(prev.supervisor, keep)
     if (keep === null && adopt) {
       const leaders = found.filter((d) => d.pgid === d.pid)
       if (leaders.length === 1) {

@@ -82,18 +82,25 @@ async function predecessor(stateFile) {
  * environment (MARK_VAR), in its session (a daemon that left the session
  * escaped by design, as one that forks away does): the top of each marked
  * tree (a daemon reparented at its supervisor's death, or a worker that
- * outlived its daemon), never `exclude` (the recorded child) nor anything
- * untouchable. [{ pid, identity, pgid, session }]
+ * outlived its daemon), never `exclude` (the recorded child kept: its pid
+ * and cgroup) nor anything untouchable. [{ pid, identity, pgid, session }]
  */
 async function unrecordedDaemons(sup, exclude) {
   if (sup.mark === undefined) return []
   const marked = await procfs.markedProcesses(`${MARK_VAR}=${sup.mark}`)
   const pids = new Set(marked.map((p) => p.pid))
+  // Each spawn has a group and a cgroup of its own: what is in the kept
+  // child's is that child's (a worker it forked away, a member that left
+  // its group), never a second daemon.
+  const keptGroup = exclude != null && exclude.pgid === exclude.pid ? exclude.pgid : null
+  const recordedCgroup = exclude?.cgroup?.path ?? null
   const found = []
   for (const p of marked) {
-    if (p.pid === exclude || pids.has(p.ppid)) continue
+    if (p.pid === exclude?.pid || pids.has(p.ppid)) continue
+    if (keptGroup !== null && p.pgid === keptGroup) continue
     if (typeof sup.session === 'number' && p.session !== sup.session) continue
     if (untouchable(p.pid) !== null) continue
+    if (recordedCgroup !== null && (await procfs.cgroupOf(p.pid))?.path === recordedCgroup) continue
     // The identity is the marked process's own (read with its mark): if it
     // is gone by now, its pid may be another's, never to be acted on.
     if (isRunning(p.pid, p.identity)) found.push(p)
