@@ -158,6 +158,34 @@ describe('the takeover of a daemon that forked a worker away', () => {
     expect([...running(worker), ...running(daemon)]).toEqual([])
   })
 
+  it("'adopt' of a daemon its record does not name (killed at the spawn) keeps the worker in its group too", async () => {
+    const tag = 4000 + process.pid * 10 + ++serial
+    const [worker, daemon] = [
+      ['sleep', String(tag)],
+      ['sleep', String(tag + 1)],
+    ]
+    const options = {
+      command: 'sh',
+      args: ['-c', `(sleep ${tag} &); exec sleep ${tag + 1}`],
+      stateFile: join(tempDir(), 'state.json'),
+      restart: 'never',
+      takeover: 'adopt',
+      spawn: { parentDeathSignal: false },
+    }
+    await predecessorDiesAt('first-spawn', options)
+    await waitFor(() => running(worker).length === 1 && running(daemon).length === 1, 5000, 'daemon and worker')
+    for (const pid of [...running(worker), ...running(daemon)]) others.track(pid)
+    const sup = new Supervisor(options as SupervisorOptions)
+    supervisors.push(sup)
+    const takeovers: { action: string; pid: number }[] = []
+    sup.on('takeover', (t) => takeovers.push(t))
+    await sup.start()
+    expect(takeovers.map((t) => `${t.action} ${t.pid}`)).toEqual([`adopted ${running(daemon)[0]}`])
+    expect(running(worker)).toHaveLength(1)
+    await sup.stop()
+    expect([...running(worker), ...running(daemon)]).toEqual([])
+  })
+
   it("'stop' ends the daemon and the worker it left in its group", async () => {
     const { options, pids } = await predecessorWithWorker('stop')
     const sup = new Supervisor({ ...(options as SupervisorOptions), command: 'sleep', args: ['1000'] })

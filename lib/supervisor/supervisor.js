@@ -19,7 +19,14 @@ const { whenReady } = require('./readiness')
 const procfs = require('./procfs')
 const signals = require('./signals')
 const { acquireRecordLock, ownIdentity, RecordWriter, removeStaleTemps } = require('./state-file')
-const { adoptionRecord, predecessor, stopPredecessor, stopUnrecorded, unrecordedDaemons } = require('./takeover')
+const {
+  adoptionRecord,
+  predecessor,
+  stopPredecessor,
+  stopUnrecorded,
+  unrecordedDaemons,
+  withoutKept,
+} = require('./takeover')
 const transitions = require('./transitions')
 
 const { describeExit, supervisorError } = attempt
@@ -378,7 +385,8 @@ class Supervisor extends EventEmitter {
       const leaders = found.filter((d) => d.pgid === d.pid)
       if (leaders.length === 1) {
         keep = await adoptionRecord(leaders[0])
-        found = found.filter((d) => d !== leaders[0])
+        const rest = found.filter((d) => d !== leaders[0])
+        found = await withoutKept(rest, keep)
       }
     }
     for (const d of found) {

@@ -82,25 +82,18 @@ async function predecessor(stateFile) {
  * environment (MARK_VAR), in its session (a daemon that left the session
  * escaped by design, as one that forks away does): the top of each marked
  * tree (a daemon reparented at its supervisor's death, or a worker that
- * outlived its daemon), never `exclude` (the recorded child kept: its pid
- * and cgroup) nor anything untouchable. [{ pid, identity, pgid, session }]
+ * outlived its daemon), never what is the kept child's own (`exclude`,
+ * see keptOwn) nor anything untouchable. [{ pid, identity, pgid, session }]
  */
 async function unrecordedDaemons(sup, exclude) {
   if (sup.mark === undefined) return []
   const marked = await procfs.markedProcesses(`${MARK_VAR}=${sup.mark}`)
   const pids = new Set(marked.map((p) => p.pid))
-  // Each spawn has a group and a cgroup of its own: what is in the kept
-  // child's is that child's (a worker it forked away, a member that left
-  // its group), never a second daemon.
-  const keptGroup = exclude != null && exclude.pgid === exclude.pid ? exclude.pgid : null
-  const recordedCgroup = exclude?.cgroup?.path ?? null
   const found = []
   for (const p of marked) {
-    if (p.pid === exclude?.pid || pids.has(p.ppid)) continue
-    if (keptGroup !== null && p.pgid === keptGroup) continue
+    if (pids.has(p.ppid) || (await keptOwn(p, exclude))) continue
     if (typeof sup.session === 'number' && p.session !== sup.session) continue
     if (untouchable(p.pid) !== null) continue
-    if (recordedCgroup !== null && (await procfs.cgroupOf(p.pid))?.path === recordedCgroup) continue
     // The identity is the marked process's own (read with its mark): if it
     // is gone by now, its pid may be another's, never to be acted on.
     if (isRunning(p.pid, p.identity)) found.push(p)
@@ -119,6 +112,28 @@ async function daemonCgroup(pid) {
   const own = await procfs.cgroupOf(process.pid)
   if (own !== null && (own.path === cg.path || own.path.startsWith(`${cg.path}/`))) return null
   return cg
+}
+
+/**
+ * Whether marked process `p` is the kept child's own (`kept`: a record's
+ * child, or null): the child itself, or in its group (where it leads one)
+ * or its cgroup. Each spawn has a group and a cgroup of its own, so what is
+ * in the kept child's is that child's (a worker it forked away, a member
+ * that left its group), never a second daemon to stop.
+ */
+async function keptOwn(p, kept) {
+  if (kept == null) return false
+  if (p.pid === kept.pid) return true
+  if (kept.pgid === kept.pid && p.pgid === kept.pgid) return true
+  const cg = kept.cgroup?.path
+  return typeof cg === 'string' && (await procfs.cgroupOf(p.pid))?.path === cg
+}
+
+/** `found` (unrecordedDaemons) without what is `kept`'s own (see keptOwn). */
+async function withoutKept(found, kept) {
+  const rest = []
+  for (const d of found) if (!(await keptOwn(d, kept))) rest.push(d)
+  return rest
 }
 
 /** A record for adopting an unrecorded daemon `d` (see unrecordedDaemons), as the predecessor would have written it; null once `d` is gone. */
@@ -210,6 +225,7 @@ module.exports = {
   predecessor,
   stopPredecessor,
   unrecordedDaemons,
+  withoutKept,
   adoptionRecord,
   stopUnrecorded,
 }
