@@ -1,7 +1,7 @@
 // A stand-in for the service manager's NOTIFY_SOCKET: a unix datagram
 // socket made through procward's own binding (as systemd's would be: it
 // takes every sender, and says who sent each message).
-import { readFileSync } from 'node:fs'
+import { readFileSync, readlinkSync, realpathSync } from 'node:fs'
 import { waitFor } from '../helpers'
 
 export interface NativeMessage {
@@ -77,7 +77,11 @@ export class StandIn {
  */
 export async function environOf(pid: number): Promise<Map<string, string>> {
   const read = () => readFileSync(`/proc/${pid}/environ`, 'latin1')
-  await waitFor(() => read().length > 0, 5000, `the environ of ${pid}`)
+  // Until its exec is through, a child shows our memory (a vfork-style
+  // clone shares it: our environment) or none yet (empty).
+  const node = realpathSync(process.execPath)
+  const execed = () => readlinkSync(`/proc/${pid}/exe`) !== node && read().length > 0
+  await waitFor(execed, 5000, `the environ of ${pid}`)
   const out = new Map<string, string>()
   for (const kv of read().split('\0')) {
     const eq = kv.indexOf('=')
