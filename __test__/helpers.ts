@@ -388,7 +388,10 @@ export function thrown(fn: () => unknown): NodeJS.ErrnoException & Record<string
  * Calls `onLine` with every line (without its newline) `stream` delivers.
  * Returns what has come after the last newline so far.
  */
-export function onLines(stream: NodeJS.ReadableStream | null | undefined, onLine: (line: string) => void): () => string {
+export function onLines(
+  stream: NodeJS.ReadableStream | null | undefined,
+  onLine: (line: string) => void,
+): () => string {
   let buf = ''
   stream?.on('data', (d: Buffer | string) => {
     buf += String(d)
@@ -418,7 +421,8 @@ export function lines(child: ChildProcess): () => Promise<string> {
     else queue.push(line)
   })
   child.stdout?.once('close', () => {
-    for (const w of waiting.splice(0)) w.reject(new Error(`stdout closed before a line (left: ${JSON.stringify(rest())})`))
+    for (const w of waiting.splice(0))
+      w.reject(new Error(`stdout closed before a line (left: ${JSON.stringify(rest())})`))
   })
   return () => {
     const line = queue.shift()
@@ -529,4 +533,18 @@ export async function outputLines(tracker: Spawned, cmd: string, args: string[])
   p.stdout?.on('data', (d) => (out += d))
   await new Promise((r) => p.once('exit', r))
   return out.trim().split('\n')
+}
+
+/** Runs `node fixtures/<fixture> <procward> ...args` to its end. */
+export function runFixture(fixture: string, ...args: string[]): Promise<{ stdout: string; stderr: string }> {
+  return run(NODE, [join(FIXTURES, fixture), PROCWARD, ...args])
+}
+
+/**
+ * Runs `node fixtures/<fixture> <procward> ...args` to its end with no more
+ * than 64 fds (RLIMIT_NOFILE): for the fixtures that fill the rest
+ * (fixtures/fd-table.cjs) to provoke EMFILE.
+ */
+export function runWithFewFds(fixture: string, ...args: string[]): Promise<{ stdout: string; stderr: string }> {
+  return run('sh', ['-c', 'ulimit -n 64 && exec "$0" "$@"', NODE, join(FIXTURES, fixture), PROCWARD, ...args])
 }

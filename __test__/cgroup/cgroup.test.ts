@@ -2,7 +2,7 @@
 // group (setsid, double fork, a uid change), real cgroups, checked through
 // /proc and the cgroup file system. Skipped, with the reason, where
 // cgroupSupport() says containment cannot work.
-import { type ChildProcess, execFile, spawnSync } from 'node:child_process'
+import { type ChildProcess, spawnSync } from 'node:child_process'
 import {
   chmodSync,
   copyFileSync,
@@ -16,29 +16,33 @@ import {
 } from 'node:fs'
 import { constants as osConstants } from 'node:os'
 import { basename, dirname, join } from 'node:path'
-import { promisify } from 'node:util'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { cgroupSupport, type SupervisedProcess, Supervisor, spawnSupervised } from '../../index.js'
 import {
   aliveInProcTable,
+  CLI,
   childrenOf,
   FIXTURES,
   fdsLeftSince,
   firstLineOf,
+  hasFreezer,
+  jsonLines,
   openFds,
+  PROCWARD,
+  run,
+  runWithFewFds,
   sleep,
   tempDirs,
+  thrown,
   trackProcesses,
   waitFor,
+  withFreezer,
 } from '../helpers'
 
 const { sup, others } = trackProcesses()
 const tempDir = tempDirs('procward-cgroup-')
-const PROCWARD = join(__dirname, '..', '..', 'index.js')
 const OWNER = join(FIXTURES, 'cgroup-owner.cjs')
 const SUPERVISOR_PROCESS = join(FIXTURES, 'supervisor-process.cjs')
-const CLI = join(__dirname, '..', '..', 'bin', 'procward.js')
-const execFileP = promisify(execFile)
 const ENOSYS = osConstants.errno.ENOSYS
 
 const support = cgroupSupport()
@@ -213,17 +217,7 @@ async function predecessorWithCgroup(): Promise<{
     spawn: { cgroup: true, parentDeathSignal: false },
   }
   const first = others.spawn(process.execPath, [SUPERVISOR_PROCESS, PROCWARD, JSON.stringify(options)])
-  const lines: Record<string, unknown>[] = []
-  let buf = ''
-  first.stdout?.on('data', (d) => {
-    buf += d
-    let nl = buf.indexOf('\n')
-    while (nl >= 0) {
-      lines.push(JSON.parse(buf.slice(0, nl)))
-      buf = buf.slice(nl + 1)
-      nl = buf.indexOf('\n')
-    }
-  })
+  const lines = jsonLines(first.stdout)
   await waitFor(() => lines.some((l) => l.event === 'started'), 10_000, 'the first supervisor to start')
   // The state file is written off the JS thread: wait for the child's record.
   const record = () => {
@@ -490,7 +484,7 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
 
   it('procward stop on a dead supervisor ends the whole recorded cgroup, strays included', async () => {
     const { stateFile, cg, leader, pids } = await predecessorWithCgroup()
-    const { stderr } = await execFileP(process.execPath, [CLI, 'stop', stateFile, '--grace', '2000'])
+    const { stderr } = await run(process.execPath, [CLI, 'stop', stateFile, '--grace', '2000'])
     expect(stderr).toContain(`child pid ${leader}: exited`)
     expect(stderr).toContain(`cgroup ${cg.path}: killed`)
     expect(pids.filter(aliveInProcTable)).toEqual([])
@@ -542,7 +536,7 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
 
   it('procward run --cgroup contains the daemon: a setsid child dies with it', async () => {
     const child = others.spawn(process.execPath, [
-      join(__dirname, '..', '..', 'bin', 'procward.js'),
+      CLI,
       'run',
       '--cgroup',
       '--restart',
@@ -593,15 +587,10 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
       ['/sys/fs/cgroup/x', 'ERR_INVALID_ARG_TYPE', /options\.cgroup must be a boolean or an object/],
     ]
     for (const [cgroup, code, message] of cases) {
-      let err: (Error & { code?: string }) | null = null
-      try {
-        spawnSupervised('sleep', ['1000'], { cgroup } as object)
-      } catch (e) {
-        err = e as Error & { code?: string }
-      }
+      const err = thrown(() => spawnSupervised('sleep', ['1000'], { cgroup } as object))
       expect(err, JSON.stringify(cgroup)).toBeInstanceOf(TypeError)
-      expect(err?.code).toBe(code)
-      expect(err?.message).toMatch(message)
+      expect(err.code).toBe(code)
+      expect(err.message).toMatch(message)
     }
     expect(readdirSync(dir)).toEqual([])
     expect(childrenButGuardian()).toEqual(before)
@@ -624,15 +613,10 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
       [join(root, 't'), 'threaded'],
     ]
     for (const [parent, type] of cases) {
-      let err: (Error & { code?: string }) | null = null
-      try {
-        spawnSupervised('sleep', ['1000'], { cgroup: { parent } })
-      } catch (e) {
-        err = e as Error & { code?: string }
-      }
+      const err = thrown(() => spawnSupervised('sleep', ['1000'], { cgroup: { parent } }))
       expect(err, parent).toBeInstanceOf(TypeError)
-      expect(err?.code).toBe('ERR_INVALID_ARG_VALUE')
-      expect(err?.message).toContain(`is a "${type}" cgroup`)
+      expect(err.code).toBe('ERR_INVALID_ARG_VALUE')
+      expect(err.message).toContain(`is a "${type}" cgroup`)
       expect(readdirSync(parent, { withFileTypes: true }).filter((e) => e.isDirectory() && e.name !== 't')).toEqual([])
     }
     expect(childrenButGuardian()).toEqual(before)
@@ -696,16 +680,9 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
   }, 120_000)
 
   it('an exit waits for the cgroup only within killTimeoutMs (a member stuck), and the cgroup goes once it empties', async (ctx) => {
-    // A task frozen by the cgroup-v1 freezer cannot act on SIGKILL until
-    // thawed, like one in uninterruptible sleep (v2's own freezer lets a
-    // SIGKILL through, so it would not stand for one).
-    const root = '/sys/fs/cgroup/freezer'
-    if (process.getuid?.() !== 0 || !existsSync(`${root}/cgroup.procs`)) {
-      return ctx.skip('needs root and the cgroup-v1 freezer')
-    }
-    const freezer = `${root}/procward-cgroup-test-${process.pid}`
-    mkdirSync(freezer)
-    try {
+    // A member frozen by the cgroup-v1 freezer stands for one stuck.
+    if (!hasFreezer()) return ctx.skip('needs root and the cgroup-v1 freezer')
+    await withFreezer(async (freezer) => {
       const p = sup('sh', ['-c', 'setsid sleep 1000 & echo ready; read x'], {
         cgroup: true,
         stdio: ['pipe', 'pipe', 'inherit'],
@@ -723,23 +700,17 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
         'the member in the cgroup',
       )
       const member = pids.find((pid) => pid !== p.pid) as number
-      writeFileSync(`${freezer}/cgroup.procs`, String(member))
-      writeFileSync(`${freezer}/freezer.state`, 'FROZEN')
-      await waitFor(() => readFileSync(`${freezer}/freezer.state`, 'utf8').trim() === 'FROZEN', 5000, 'the freeze')
+      await freezer.freeze(member)
       const atExit = new Promise<{ memberAlive: boolean; dirExists: boolean }>((resolve) =>
         p.once('exit', () => resolve({ memberAlive: aliveInProcTable(member), dirExists: existsSync(cgroup) })),
       )
       p.stdin?.end()
       // The exit came after the bound although the member still lives.
       expect(await atExit).toEqual({ memberAlive: true, dirExists: true })
-      writeFileSync(`${freezer}/freezer.state`, 'THAWED')
+      freezer.thaw()
       await waitFor(() => !aliveInProcTable(member), 5000, 'the thawed member to die of the pending kill')
       await waitFor(() => !existsSync(cgroup), 5000, 'the cgroup to be removed once empty')
-    } finally {
-      writeFileSync(`${freezer}/freezer.state`, 'THAWED')
-      await waitFor(() => readFileSync(`${freezer}/cgroup.procs`, 'utf8').trim() === '', 5000, 'the freezer to empty')
-      rmdirSync(freezer)
-    }
+    })
   })
 })
 
@@ -758,28 +729,16 @@ describe('error messages read like Node, never with Rust error text', () => {
       [join(file, 'below'), /: ENOTDIR: not a directory$/],
     ]
     for (const [parent, message] of cases) {
-      let err: (Error & { code?: string }) | null = null
-      try {
-        spawnSupervised('sleep', ['1000'], { cgroup: { parent } })
-      } catch (e) {
-        err = e as Error & { code?: string }
-      }
+      const err = thrown(() => spawnSupervised('sleep', ['1000'], { cgroup: { parent } }))
       expect(err, parent).toBeInstanceOf(TypeError)
-      expect(err?.code).toBe('ERR_INVALID_ARG_VALUE')
-      expect(err?.message).toMatch(message)
+      expect(err.code).toBe('ERR_INVALID_ARG_VALUE')
+      expect(err.message).toMatch(message)
       noRustText(err)
     }
   })
 
   it('with no fd left (EMFILE), every call that fails says so without Rust error text', async () => {
-    const { stdout } = await execFileP('sh', [
-      '-c',
-      'ulimit -n 64 && exec "$0" "$@"',
-      process.execPath,
-      join(FIXTURES, 'error-texts.cjs'),
-      PROCWARD,
-      join(tempDir(), 'lock'),
-    ])
+    const { stdout } = await runWithFewFds('error-texts.cjs', join(tempDir(), 'lock'))
     const res = JSON.parse(stdout) as { held: number; errors: { call: string; code: string; message: string }[] }
     expect(res.held).toBeGreaterThan(0)
     // Something did fail here (the contained spawn needs fds at every step).
