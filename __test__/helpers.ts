@@ -548,3 +548,11 @@ export function runFixture(fixture: string, ...args: string[]): Promise<{ stdout
 export function runWithFewFds(fixture: string, ...args: string[]): Promise<{ stdout: string; stderr: string }> {
   return run('sh', ['-c', 'ulimit -n 64 && exec "$0" "$@"', NODE, join(FIXTURES, fixture), PROCWARD, ...args])
 }
+
+/** All `stream` delivers, to its end. */
+export async function readAll(stream: NodeJS.ReadableStream | null | undefined): Promise<string> {
+  if (!stream) throw new Error('no stream')
+  let out = ''
+  for await (const chunk of stream) out += String(chunk)
+  return out
+}

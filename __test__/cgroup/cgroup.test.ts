@@ -27,6 +27,7 @@ import {
   firstLineOf,
   hasFreezer,
   jsonLines,
+  NODE,
   openFds,
   PROCWARD,
   run,
@@ -51,6 +52,20 @@ const skipReason = support.available ? null : `cgroup containment unavailable he
 /** Pids in a cgroup (and below it), from its cgroup.procs. */
 function members(cgroup: string): number[] {
   return readFileSync(join(cgroup, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).map(Number)
+}
+
+/** The members of `cgroup`, once `cond` holds for them. */
+async function membersWhen(cgroup: string, cond: (pids: number[]) => boolean, what: string): Promise<number[]> {
+  let pids: number[] = []
+  await waitFor(
+    () => {
+      pids = members(cgroup)
+      return cond(pids)
+    },
+    5000,
+    what,
+  )
+  return pids
 }
 
 /** A process's group id, from /proc (0 once it is gone). */
@@ -82,15 +97,14 @@ function jsonLine(child: ChildProcess): Promise<Record<string, unknown>> {
   })
 }
 
+/** node's arguments for an owner (cgroup-owner.cjs) of a contained `sh -c script`. */
+function ownerArgs(script: string): string[] {
+  return [OWNER, PROCWARD, 'sh', JSON.stringify(['-c', script]), JSON.stringify({ cgroup: true })]
+}
+
 /** fixtures/cgroup-owner.cjs running `sh -c script` contained, once it reported the cgroup and the script's first line. */
 async function containedOwner(script: string) {
-  const owner = others.spawn(process.execPath, [
-    OWNER,
-    PROCWARD,
-    'sh',
-    JSON.stringify(['-c', script]),
-    JSON.stringify({ cgroup: true }),
-  ])
+  const owner = others.spawn(NODE, ownerArgs(script))
   const info = await jsonLine(owner)
   return { owner, cgroup: info.cgroup as string, line: Number(info.line) }
 }
@@ -278,14 +292,12 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
     expect(await firstLineOf(p)).toBe('ready')
     // Both left the leader's group (once their setsid ran): a group sweep
     // alone would miss them.
-    let pids: number[] = []
-    await waitFor(
-      () => {
-        pids = members(cgroup)
+    const pids = await membersWhen(
+      cgroup,
+      (pids) => {
         const strays = pids.filter((pid) => pid !== p.pid)
         return strays.length === 2 && strays.every((pid) => pgidOf(pid) !== p.pid)
       },
-      5000,
       'a grandchild and a daemon out of the group, in the cgroup',
     )
     const atExit = new Promise<{ alive: number[]; dirExists: boolean; cgroup: string | null }>((resolve) =>
@@ -322,13 +334,9 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
     )
     const cgroup = p.cgroup as string
     expect(await firstLineOf(p)).toBe('ready')
-    let pids: number[] = []
-    await waitFor(
-      () => {
-        pids = members(cgroup)
-        return pids.some((pid) => pid !== p.pid && pgidOf(pid) !== p.pid)
-      },
-      5000,
+    const pids = await membersWhen(
+      cgroup,
+      (pids) => pids.some((pid) => pid !== p.pid && pgidOf(pid) !== p.pid),
       'the member out of the group, in the cgroup',
     )
     const r = await p.stop({ graceMs: 200, killTimeoutMs: 3000 })
@@ -451,12 +459,8 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
         'sh',
         '-c',
         `mount --bind /dev/null ${rmdir} && exec "$0" "$@"`,
-        process.execPath,
-        OWNER,
-        PROCWARD,
-        'sh',
-        JSON.stringify(['-c', 'setsid sleep 1000 & echo $!; wait']),
-        JSON.stringify({ cgroup: true }),
+        NODE,
+        ...ownerArgs('setsid sleep 1000 & echo $!; wait'),
       ],
       { env: { ...process.env, PATH: `${alt}:${process.env.PATH}` } },
     )
@@ -690,15 +694,7 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
       })
       const cgroup = p.cgroup as string
       expect(await firstLineOf(p)).toBe('ready')
-      let pids: number[] = []
-      await waitFor(
-        () => {
-          pids = members(cgroup)
-          return pids.length >= 2
-        },
-        5000,
-        'the member in the cgroup',
-      )
+      const pids = await membersWhen(cgroup, (pids) => pids.length >= 2, 'the member in the cgroup')
       const member = pids.find((pid) => pid !== p.pid) as number
       await freezer.freeze(member)
       const atExit = new Promise<{ memberAlive: boolean; dirExists: boolean }>((resolve) =>
@@ -812,12 +808,8 @@ describe('containment under a service manager (a test cgroup standing in for a u
       '-c',
       'echo $$ > "$0/cgroup.procs" && exec "$@"',
       unit,
-      process.execPath,
-      OWNER,
-      PROCWARD,
-      'sh',
-      JSON.stringify(['-c', 'setsid sleep 1000 & echo $!; wait']),
-      JSON.stringify({ cgroup: true }),
+      NODE,
+      ...ownerArgs('setsid sleep 1000 & echo $!; wait'),
     ])
     const info = await jsonLine(owner)
     const ownerCgroup = readFileSync(`/proc/${owner.pid}/cgroup`, 'utf8')

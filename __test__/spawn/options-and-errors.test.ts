@@ -30,6 +30,7 @@ import {
   nodeThroughSetpriv,
   openFds,
   PROCWARD,
+  readAll,
   run,
   thrown,
   trackProcesses,
@@ -74,13 +75,6 @@ function shape(e: NodeJS.ErrnoException & { spawnargs?: string[] }) {
     path: e.path,
     spawnargs: e.spawnargs,
   }
-}
-
-async function readAll(stream: NodeJS.ReadableStream | null): Promise<string> {
-  if (!stream) throw new Error('no stream')
-  let out = ''
-  for await (const chunk of stream) out += String(chunk)
-  return out
 }
 
 describe('relative cwd, PATH entries and commands resolve as in child_process', () => {

@@ -14,6 +14,7 @@ import {
   openFds,
   PROCWARD,
   procState,
+  readAll,
   run,
   runFixture,
   runWithFewFds,
@@ -26,13 +27,6 @@ import {
 const EXPECTED_WATCH = { fallback: 'fallback', tokio: 'pidfd-tokio' }[process.env.PROCWARD_EXIT_WATCH ?? ''] ?? 'pidfd'
 
 const { sup, others } = trackProcesses()
-
-async function readAll(stream: NodeJS.ReadableStream | null): Promise<string> {
-  if (!stream) throw new Error('no stream')
-  let out = ''
-  for await (const chunk of stream) out += String(chunk)
-  return out
-}
 
 describe('exit = reap', () => {
   beforeAll(() => {

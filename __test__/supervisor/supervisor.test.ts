@@ -496,6 +496,29 @@ describe('handleSignals', () => {
 
 // ---- the state file, exclusivity, takeover -----------------------------------------
 
+/**
+ * SIGKILLs the supervisor process once its record was rewritten `ms` after
+ * the child started (its aliveAt then vouches for the workers started
+ * before). The leader dies with it (parentDeathSignal); its workers do not.
+ */
+async function killedOnceRecorded(
+  p: SupervisorProcess,
+  stateFile: string,
+  ms: number,
+  leader: number,
+  workers: number[],
+): Promise<void> {
+  await recordWhen(
+    stateFile,
+    (r) => Date.parse(r.child?.aliveAt ?? '') - Date.parse(r.child?.startedAt ?? '') >= ms,
+    'the refreshed record',
+  )
+  p.proc.kill('SIGKILL')
+  await p.exited
+  await waitFor(() => !aliveInProcTable(leader), 5000, 'the leader to die with its supervisor')
+  for (const w of workers) expect(aliveInProcTable(w)).toBe(true)
+}
+
 /** Starts a supervisor process, waits until it is ready, SIGKILLs it. Returns its last status. */
 async function predecessorDies(options: object): Promise<{ pid: number; child: number }> {
   const p = new SupervisorProcess(options)
@@ -729,15 +752,7 @@ http {
     await waitFor(() => workersOf(master).length === 2, 5000, 'two nginx workers')
     const workers = workersOf(master)
     for (const w of workers) others.track(w)
-    await recordWhen(
-      options.stateFile,
-      (r) => Date.parse(r.child?.aliveAt ?? '') - Date.parse(r.child?.startedAt ?? '') >= 100,
-      'the refreshed record',
-    )
-    p.proc.kill('SIGKILL')
-    await p.exited
-    await waitFor(() => !aliveInProcTable(master), 5000, 'the master to die with its supervisor')
-    for (const w of workers) expect(aliveInProcTable(w)).toBe(true)
+    await killedOnceRecorded(p, options.stateFile, 100, master, workers)
 
     const sup = supervisor(options)
     const seen = record(sup)
@@ -783,16 +798,7 @@ http {
     expect(workers).toHaveLength(2)
     for (const w of workers) others.track(w)
     const sameName = others.spawn('sleep', ['1000'])
-    await recordWhen(
-      stateFile,
-      (r) => Date.parse(r.child?.aliveAt ?? '') - Date.parse(r.child?.startedAt ?? '') >= 50,
-      'the refreshed record',
-    )
-    p.proc.kill('SIGKILL')
-    await p.exited
-    // The leader died with its supervisor (parentDeathSignal); its workers did not.
-    await waitFor(() => !aliveInProcTable(leader), 5000, 'the leader to die')
-    for (const w of workers) expect(aliveInProcTable(w)).toBe(true)
+    await killedOnceRecorded(p, stateFile, 50, leader, workers)
 
     const sup = supervisor(options as SupervisorOptions)
     const seen = record(sup)
