@@ -7,21 +7,23 @@ import { createRequire } from 'node:module'
 
 const procward = createRequire(import.meta.url)('./index.js')
 
-export const isProcessRunning = procward.isProcessRunning
-export const getProcessInfo = procward.getProcessInfo
-export const cgroupSupport = procward.cgroupSupport
-export const spawnSupervised = procward.spawnSupervised
-export const stopSupervisedProcess = procward.stopSupervisedProcess
-export const SupervisedProcess = procward.SupervisedProcess
-export const waitForExit = procward.waitForExit
-export const Supervisor = procward.Supervisor
-export const readSupervisorState = procward.readSupervisorState
-export const distrustSupervisorState = procward.distrustSupervisorState
-export const killRecordedCgroup = procward.killRecordedCgroup
-export const acquireLock = procward.acquireLock
-export const tryLock = procward.tryLock
-export const readLock = procward.readLock
-export const lockPath = procward.lockPath
-export const ProcessLock = procward.ProcessLock
-export const isLockedError = procward.isLockedError
+export const {
+  isProcessRunning,
+  getProcessInfo,
+  cgroupSupport,
+  spawnSupervised,
+  stopSupervisedProcess,
+  SupervisedProcess,
+  waitForExit,
+  Supervisor,
+  readSupervisorState,
+  distrustSupervisorState,
+  killRecordedCgroup,
+  acquireLock,
+  tryLock,
+  readLock,
+  lockPath,
+  ProcessLock,
+  isLockedError,
+} = procward
 export default procward

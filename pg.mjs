@@ -6,9 +6,5 @@ import { createRequire } from 'node:module'
 
 const procwardPg = createRequire(import.meta.url)('./pg.js')
 
-export const acquirePgLock = procwardPg.acquirePgLock
-export const tryPgLock = procwardPg.tryPgLock
-export const readPgLock = procwardPg.readPgLock
-export const PgLock = procwardPg.PgLock
-export const advisoryKey = procwardPg.advisoryKey
+export const { acquirePgLock, tryPgLock, readPgLock, PgLock, advisoryKey } = procwardPg
 export default procwardPg

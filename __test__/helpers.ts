@@ -1,16 +1,35 @@
 // Helpers for tests against real processes. They read the process table
 // directly (/proc), independently of procward's own parser, so a bug there
 // cannot hide itself.
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
-import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs'
+import { type ChildProcess, execFile, spawn, spawnSync } from 'node:child_process'
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmdirSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs'
+import http from 'node:http'
 import net from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterEach, expect } from 'vitest'
+import { promisify } from 'node:util'
+import { afterEach, expect, type TestContext } from 'vitest'
 import { getProcessInfo, type SupervisedProcess, spawnSupervised } from '../index.js'
 
 export const FIXTURES = join(__dirname, 'fixtures')
+/** The package's entry, for fixtures and scripts run in processes of their own. */
+export const PROCWARD = join(__dirname, '..', 'index.js')
+/** The `procward` command. */
+export const CLI = join(__dirname, '..', 'bin', 'procward.js')
+export const NODE = process.execPath
 export const isRoot = process.getuid?.() === 0
+/** execFile as a promise of `{ stdout, stderr }`; rejects on a non-zero exit. */
+export const run = promisify(execFile)
 
 /** The state letter from /proc/<pid>/stat, or null when the pid is gone. */
 export function procState(pid: number): string | null {
@@ -96,7 +115,6 @@ export async function fdsLeftSince(before: string[], timeoutMs = 2000): Promise<
   return left()
 }
 
-/** Tracks child_process children so every test can clean up what it started. */
 /** Processes carrying `tag` in their environment (inherited by descendants). */
 export function taggedProcesses(tag: string): number[] {
   const needle = Buffer.from(`PROCWARD_TEST_TAG=${tag}\0`)
@@ -354,4 +372,187 @@ export async function leaderExited(
     'its main thread to end while the other runs',
   )
   return pid
+}
+
+/** The error `fn` throws, or a failure when it does not throw. */
+export function thrown(fn: () => unknown): NodeJS.ErrnoException & Record<string, unknown> {
+  try {
+    fn()
+  } catch (e) {
+    return e as NodeJS.ErrnoException & Record<string, unknown>
+  }
+  throw new Error('expected a throw')
+}
+
+/**
+ * Calls `onLine` with every line (without its newline) `stream` delivers.
+ * Returns what has come after the last newline so far.
+ */
+export function onLines(
+  stream: NodeJS.ReadableStream | null | undefined,
+  onLine: (line: string) => void,
+): () => string {
+  let buf = ''
+  stream?.on('data', (d: Buffer | string) => {
+    buf += String(d)
+    for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
+      const line = buf.slice(0, nl)
+      buf = buf.slice(nl + 1)
+      onLine(line)
+    }
+  })
+  return () => buf
+}
+
+/** The JSON lines `stream` delivers (a process's events), collected as they come. */
+export function jsonLines<T = Record<string, unknown>>(stream: NodeJS.ReadableStream | null | undefined): T[] {
+  const out: T[] = []
+  onLines(stream, (line) => out.push(JSON.parse(line)))
+  return out
+}
+
+/** A child's stdout, line by line: each call resolves with the next line. */
+export function lines(child: ChildProcess): () => Promise<string> {
+  const queue: string[] = []
+  const waiting: { resolve: (line: string) => void; reject: (e: Error) => void }[] = []
+  const rest = onLines(child.stdout, (line) => {
+    const w = waiting.shift()
+    if (w) w.resolve(line)
+    else queue.push(line)
+  })
+  child.stdout?.once('close', () => {
+    for (const w of waiting.splice(0))
+      w.reject(new Error(`stdout closed before a line (left: ${JSON.stringify(rest())})`))
+  })
+  return () => {
+    const line = queue.shift()
+    if (line !== undefined) return Promise.resolve(line)
+    return new Promise((resolve, reject) => waiting.push({ resolve, reject }))
+  }
+}
+
+/**
+ * The workers a supervised workers.sh (or ignore-term.sh) announces on its
+ * first line ("ready <worker1> <worker2>"), tracked to be killed at the end.
+ */
+export async function announcedWorkers(p: SupervisedProcess, tracker: Spawned): Promise<number[]> {
+  const [, ...workers] = (await firstLineOf(p)).split(' ')
+  const pids = workers.map(Number)
+  for (const w of pids) tracker.track(w)
+  return pids
+}
+
+/** What fixtures/http-daemon.cjs on `port` says about itself, or null when nothing answers. */
+export function askDaemon(port: number): Promise<{ pid: number; args: string[] } | null> {
+  return new Promise((resolve) => {
+    const req = http.get({ host: '127.0.0.1', port, path: '/', agent: false }, (res) => {
+      let body = ''
+      res.on('data', (d) => (body += d))
+      res.on('end', () => resolve(JSON.parse(body)))
+    })
+    req.on('error', () => resolve(null))
+    req.setTimeout(2000, () => {
+      req.destroy()
+      resolve(null)
+    })
+  })
+}
+
+let unshareWorks: boolean | undefined
+/** Whether this process may start a pid namespace (root, and unshare(1) does it here). */
+export function canUnsharePid(): boolean {
+  unshareWorks ??= isRoot && spawnSync('unshare', ['--pid', '--fork', '--mount-proc', 'true']).status === 0
+  return unshareWorks
+}
+
+/**
+ * `sh -c script args...` as pid 1 of a new pid namespace, leading a session
+ * and group of its own, killed with its `unshare`: the command and its
+ * arguments, for spawn or execFile (see canUnsharePid).
+ */
+export function pidNamespaceShell(script: string, ...args: string[]): [string, string[]] {
+  return ['unshare', ['--pid', '--fork', '--mount-proc', '--kill-child', 'setsid', 'sh', '-c', script, ...args]]
+}
+
+const FREEZER = '/sys/fs/cgroup/freezer'
+/** Whether a cgroup-v1 freezer serves here (root, and the hierarchy mounted). */
+export const hasFreezer = (): boolean => isRoot && existsSync(`${FREEZER}/cgroup.procs`)
+
+/**
+ * Runs `body` with a cgroup-v1 freezer group of its own (see hasFreezer): a
+ * task frozen there cannot act on SIGKILL until it is thawed, like one in
+ * uninterruptible sleep (v2's own freezer lets a SIGKILL through, so it
+ * would not stand for one). Thawed, emptied and removed after, whatever
+ * happened.
+ */
+export async function withFreezer(
+  body: (freezer: { freeze(pid: number): Promise<void>; thaw(): void }) => Promise<void>,
+): Promise<void> {
+  const cg = `${FREEZER}/procward-test-${process.pid}`
+  mkdirSync(cg)
+  const thaw = () => writeFileSync(`${cg}/freezer.state`, 'THAWED')
+  const freeze = async (pid: number) => {
+    writeFileSync(`${cg}/cgroup.procs`, String(pid))
+    writeFileSync(`${cg}/freezer.state`, 'FROZEN')
+    await waitFor(() => readFileSync(`${cg}/freezer.state`, 'utf8').trim() === 'FROZEN', 5000, 'the freeze')
+  }
+  try {
+    await body({ freeze, thaw })
+  } finally {
+    thaw()
+    await waitFor(() => readFileSync(`${cg}/cgroup.procs`, 'utf8').trim() === '', 5000, 'the freezer to empty')
+    rmdirSync(cg)
+  }
+}
+
+/** setpriv's options for a process of nobody's, without root's groups. */
+export const AS_NOBODY = ['--reuid=65534', '--regid=65534', '--clear-groups']
+
+/**
+ * The stdout of `node ...args` started through setpriv with `privileges`
+ * (a uid change, capabilities: root only). Skips the test, saying why,
+ * where node cannot be run so here (`what`: "as nobody", ...).
+ */
+export async function nodeThroughSetpriv(
+  ctx: TestContext,
+  privileges: string[],
+  args: string[],
+  what = 'as nobody',
+): Promise<string> {
+  try {
+    return (await run('setpriv', [...privileges, NODE, ...args])).stdout
+  } catch (e) {
+    return ctx.skip(`cannot run node ${what} here: ${(e as Error).message.split('\n')[0]}`)
+  }
+}
+
+/** Runs `cmd args` to its end; the lines of its stdout. */
+export async function outputLines(tracker: Spawned, cmd: string, args: string[]): Promise<string[]> {
+  const p = tracker.spawn(cmd, args)
+  let out = ''
+  p.stdout?.on('data', (d) => (out += d))
+  await new Promise((r) => p.once('exit', r))
+  return out.trim().split('\n')
+}
+
+/** Runs `node fixtures/<fixture> <procward> ...args` to its end. */
+export function runFixture(fixture: string, ...args: string[]): Promise<{ stdout: string; stderr: string }> {
+  return run(NODE, [join(FIXTURES, fixture), PROCWARD, ...args])
+}
+
+/**
+ * Runs `node fixtures/<fixture> <procward> ...args` to its end with no more
+ * than 64 fds (RLIMIT_NOFILE): for the fixtures that fill the rest
+ * (fixtures/fd-table.cjs) to provoke EMFILE.
+ */
+export function runWithFewFds(fixture: string, ...args: string[]): Promise<{ stdout: string; stderr: string }> {
+  return run('sh', ['-c', 'ulimit -n 64 && exec "$0" "$@"', NODE, join(FIXTURES, fixture), PROCWARD, ...args])
+}
+
+/** All `stream` delivers, to its end. */
+export async function readAll(stream: NodeJS.ReadableStream | null | undefined): Promise<string> {
+  if (!stream) throw new Error('no stream')
+  let out = ''
+  for await (const chunk of stream) out += String(chunk)
+  return out
 }

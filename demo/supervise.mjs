@@ -4,14 +4,11 @@
 // left behind — next to what `process.kill(pid, 0)` would have said.
 import { execFileSync, spawn } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
-import { createServer, request } from 'node:http'
 import { createRequire } from 'node:module'
+import { freePort, httpStatus, say, sleep } from './common.mjs'
 
 const require = createRequire(import.meta.url)
 const { spawnSupervised, isProcessRunning, getProcessInfo, stopSupervisedProcess } = require('../index.js')
-
-const say = (...a) => console.log(...a)
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
 function killZero(pid) {
   try {
@@ -20,27 +17,6 @@ function killZero(pid) {
   } catch (e) {
     return e.code === 'EPERM' ? 'alive' : `dead (${e.code})`
   }
-}
-
-function freePort() {
-  return new Promise((resolve) => {
-    const srv = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = srv.address()
-      srv.close(() => resolve(port))
-    })
-  })
-}
-
-function get(port) {
-  return new Promise((resolve) => {
-    const req = request({ host: '127.0.0.1', port, path: '/', timeout: 500 }, (res) => {
-      res.resume()
-      resolve(res.statusCode)
-    })
-    req.on('error', () => resolve(null))
-    req.on('timeout', () => req.destroy())
-    req.end()
-  })
 }
 
 function ourChildren() {
@@ -97,7 +73,7 @@ function start() {
 
 async function waitServing() {
   for (let i = 0; i < 100; i++) {
-    if ((await get(port)) === 200) return true
+    if ((await httpStatus(port)) === 200) return true
     await sleep(50)
   }
   return false

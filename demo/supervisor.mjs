@@ -6,41 +6,19 @@
 // child of its own.
 import { spawn } from 'node:child_process'
 import { existsSync, mkdtempSync, rmSync } from 'node:fs'
-import { createServer, request } from 'node:http'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { freePort, httpStatus, say, sleep } from './common.mjs'
 
 const require = createRequire(import.meta.url)
 const here = dirname(fileURLToPath(import.meta.url))
 const PROCWARD = join(here, '..', 'index.js')
 const { Supervisor, isProcessRunning, readSupervisorState } = require(PROCWARD)
 
-const say = (...a) => console.log(...a)
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 const t0 = performance.now()
 const at = () => `${(performance.now() - t0).toFixed(1).padStart(7)} ms`
-
-function freePort() {
-  return new Promise((resolve) => {
-    const srv = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = srv.address()
-      srv.close(() => resolve(port))
-    })
-  })
-}
-
-function served(port) {
-  return new Promise((resolve) => {
-    const req = request({ host: '127.0.0.1', port, path: '/', timeout: 500 }, (res) => {
-      res.resume()
-      resolve(res.statusCode)
-    })
-    req.on('error', () => resolve(null))
-    req.end()
-  })
-}
 
 const port = await freePort()
 const dir = mkdtempSync(join(tmpdir(), 'procward-demo-'))
@@ -66,12 +44,12 @@ sup.on('exit', (e) =>
 sup.on('restart', (r) => say(`${at()}  restart  attempt ${r.attempt}, delay ${r.delayMs} ms`))
 await sup.start()
 const first = sup.child.pid
-say(`${at()}  serving: HTTP ${await served(port)} from pid ${first}`)
+say(`${at()}  serving: HTTP ${await httpStatus(port)} from pid ${first}`)
 say(`${at()}  kill -9 ${first}`)
 const ready = new Promise((r) => sup.once('ready', r))
 process.kill(first, 'SIGKILL')
 await ready
-say(`${at()}  serving: HTTP ${await served(port)} from pid ${sup.child.pid}; restarts: ${sup.status().restarts}`)
+say(`${at()}  serving: HTTP ${await httpStatus(port)} from pid ${sup.child.pid}; restarts: ${sup.status().restarts}`)
 await sup.stop()
 
 say('\n# part 2: the supervisor SIGKILLed, a successor takes over\n')
@@ -85,7 +63,7 @@ const orphan = await new Promise((r) => predecessor.stdout.once('data', (d) => r
 say(`${at()}  predecessor supervisor pid ${predecessor.pid}, its daemon pid ${orphan}`)
 predecessor.kill('SIGKILL')
 await new Promise((r) => predecessor.once('exit', r))
-say(`${at()}  predecessor SIGKILLed; its daemon lives on as an orphan: HTTP ${await served(port)}`)
+say(`${at()}  predecessor SIGKILLed; its daemon lives on as an orphan: HTTP ${await httpStatus(port)}`)
 const rec = readSupervisorState(stateFile)
 say(
   `${at()}  state file: supervisor running: ${rec.supervisor.running}, child pid ${rec.child.pid} running: ${rec.child.running}`,
@@ -99,7 +77,7 @@ successor.on('spawn', (c) => say(`${at()}  spawn    pid ${c.pid}`))
 successor.on('ready', (c) => say(`${at()}  ready    pid ${c.pid}`))
 await successor.start()
 say(
-  `${at()}  orphan ${orphan} running: ${isProcessRunning(orphan)}; serving: HTTP ${await served(port)} from pid ${successor.child.pid}`,
+  `${at()}  orphan ${orphan} running: ${isProcessRunning(orphan)}; serving: HTTP ${await httpStatus(port)} from pid ${successor.child.pid}`,
 )
 await successor.stop()
 say(`${at()}  stopped; state file says: ${readSupervisorState(stateFile).state}`)

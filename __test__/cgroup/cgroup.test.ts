@@ -2,7 +2,7 @@
 // group (setsid, double fork, a uid change), real cgroups, checked through
 // /proc and the cgroup file system. Skipped, with the reason, where
 // cgroupSupport() says containment cannot work.
-import { type ChildProcess, execFile, spawnSync } from 'node:child_process'
+import { type ChildProcess, spawnSync } from 'node:child_process'
 import {
   chmodSync,
   copyFileSync,
@@ -16,29 +16,34 @@ import {
 } from 'node:fs'
 import { constants as osConstants } from 'node:os'
 import { basename, dirname, join } from 'node:path'
-import { promisify } from 'node:util'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { cgroupSupport, type SupervisedProcess, Supervisor, spawnSupervised } from '../../index.js'
 import {
   aliveInProcTable,
+  CLI,
   childrenOf,
   FIXTURES,
   fdsLeftSince,
   firstLineOf,
+  hasFreezer,
+  jsonLines,
+  NODE,
   openFds,
+  PROCWARD,
+  run,
+  runWithFewFds,
   sleep,
   tempDirs,
+  thrown,
   trackProcesses,
   waitFor,
+  withFreezer,
 } from '../helpers'
 
 const { sup, others } = trackProcesses()
 const tempDir = tempDirs('procward-cgroup-')
-const PROCWARD = join(__dirname, '..', '..', 'index.js')
 const OWNER = join(FIXTURES, 'cgroup-owner.cjs')
 const SUPERVISOR_PROCESS = join(FIXTURES, 'supervisor-process.cjs')
-const CLI = join(__dirname, '..', '..', 'bin', 'procward.js')
-const execFileP = promisify(execFile)
 const ENOSYS = osConstants.errno.ENOSYS
 
 const support = cgroupSupport()
@@ -47,6 +52,20 @@ const skipReason = support.available ? null : `cgroup containment unavailable he
 /** Pids in a cgroup (and below it), from its cgroup.procs. */
 function members(cgroup: string): number[] {
   return readFileSync(join(cgroup, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).map(Number)
+}
+
+/** The members of `cgroup`, once `cond` holds for them. */
+async function membersWhen(cgroup: string, cond: (pids: number[]) => boolean, what: string): Promise<number[]> {
+  let pids: number[] = []
+  await waitFor(
+    () => {
+      pids = members(cgroup)
+      return cond(pids)
+    },
+    5000,
+    what,
+  )
+  return pids
 }
 
 /** A process's group id, from /proc (0 once it is gone). */
@@ -78,15 +97,14 @@ function jsonLine(child: ChildProcess): Promise<Record<string, unknown>> {
   })
 }
 
+/** node's arguments for an owner (cgroup-owner.cjs) of a contained `sh -c script`. */
+function ownerArgs(script: string): string[] {
+  return [OWNER, PROCWARD, 'sh', JSON.stringify(['-c', script]), JSON.stringify({ cgroup: true })]
+}
+
 /** fixtures/cgroup-owner.cjs running `sh -c script` contained, once it reported the cgroup and the script's first line. */
 async function containedOwner(script: string) {
-  const owner = others.spawn(process.execPath, [
-    OWNER,
-    PROCWARD,
-    'sh',
-    JSON.stringify(['-c', script]),
-    JSON.stringify({ cgroup: true }),
-  ])
+  const owner = others.spawn(NODE, ownerArgs(script))
   const info = await jsonLine(owner)
   return { owner, cgroup: info.cgroup as string, line: Number(info.line) }
 }
@@ -213,17 +231,7 @@ async function predecessorWithCgroup(): Promise<{
     spawn: { cgroup: true, parentDeathSignal: false },
   }
   const first = others.spawn(process.execPath, [SUPERVISOR_PROCESS, PROCWARD, JSON.stringify(options)])
-  const lines: Record<string, unknown>[] = []
-  let buf = ''
-  first.stdout?.on('data', (d) => {
-    buf += d
-    let nl = buf.indexOf('\n')
-    while (nl >= 0) {
-      lines.push(JSON.parse(buf.slice(0, nl)))
-      buf = buf.slice(nl + 1)
-      nl = buf.indexOf('\n')
-    }
-  })
+  const lines = jsonLines(first.stdout)
   await waitFor(() => lines.some((l) => l.event === 'started'), 10_000, 'the first supervisor to start')
   // The state file is written off the JS thread: wait for the child's record.
   const record = () => {
@@ -284,14 +292,12 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
     expect(await firstLineOf(p)).toBe('ready')
     // Both left the leader's group (once their setsid ran): a group sweep
     // alone would miss them.
-    let pids: number[] = []
-    await waitFor(
-      () => {
-        pids = members(cgroup)
+    const pids = await membersWhen(
+      cgroup,
+      (pids) => {
         const strays = pids.filter((pid) => pid !== p.pid)
         return strays.length === 2 && strays.every((pid) => pgidOf(pid) !== p.pid)
       },
-      5000,
       'a grandchild and a daemon out of the group, in the cgroup',
     )
     const atExit = new Promise<{ alive: number[]; dirExists: boolean; cgroup: string | null }>((resolve) =>
@@ -328,13 +334,9 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
     )
     const cgroup = p.cgroup as string
     expect(await firstLineOf(p)).toBe('ready')
-    let pids: number[] = []
-    await waitFor(
-      () => {
-        pids = members(cgroup)
-        return pids.some((pid) => pid !== p.pid && pgidOf(pid) !== p.pid)
-      },
-      5000,
+    const pids = await membersWhen(
+      cgroup,
+      (pids) => pids.some((pid) => pid !== p.pid && pgidOf(pid) !== p.pid),
       'the member out of the group, in the cgroup',
     )
     const r = await p.stop({ graceMs: 200, killTimeoutMs: 3000 })
@@ -457,12 +459,8 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
         'sh',
         '-c',
         `mount --bind /dev/null ${rmdir} && exec "$0" "$@"`,
-        process.execPath,
-        OWNER,
-        PROCWARD,
-        'sh',
-        JSON.stringify(['-c', 'setsid sleep 1000 & echo $!; wait']),
-        JSON.stringify({ cgroup: true }),
+        NODE,
+        ...ownerArgs('setsid sleep 1000 & echo $!; wait'),
       ],
       { env: { ...process.env, PATH: `${alt}:${process.env.PATH}` } },
     )
@@ -490,7 +488,7 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
 
   it('procward stop on a dead supervisor ends the whole recorded cgroup, strays included', async () => {
     const { stateFile, cg, leader, pids } = await predecessorWithCgroup()
-    const { stderr } = await execFileP(process.execPath, [CLI, 'stop', stateFile, '--grace', '2000'])
+    const { stderr } = await run(process.execPath, [CLI, 'stop', stateFile, '--grace', '2000'])
     expect(stderr).toContain(`child pid ${leader}: exited`)
     expect(stderr).toContain(`cgroup ${cg.path}: killed`)
     expect(pids.filter(aliveInProcTable)).toEqual([])
@@ -542,7 +540,7 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
 
   it('procward run --cgroup contains the daemon: a setsid child dies with it', async () => {
     const child = others.spawn(process.execPath, [
-      join(__dirname, '..', '..', 'bin', 'procward.js'),
+      CLI,
       'run',
       '--cgroup',
       '--restart',
@@ -593,15 +591,10 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
       ['/sys/fs/cgroup/x', 'ERR_INVALID_ARG_TYPE', /options\.cgroup must be a boolean or an object/],
     ]
     for (const [cgroup, code, message] of cases) {
-      let err: (Error & { code?: string }) | null = null
-      try {
-        spawnSupervised('sleep', ['1000'], { cgroup } as object)
-      } catch (e) {
-        err = e as Error & { code?: string }
-      }
+      const err = thrown(() => spawnSupervised('sleep', ['1000'], { cgroup } as object))
       expect(err, JSON.stringify(cgroup)).toBeInstanceOf(TypeError)
-      expect(err?.code).toBe(code)
-      expect(err?.message).toMatch(message)
+      expect(err.code).toBe(code)
+      expect(err.message).toMatch(message)
     }
     expect(readdirSync(dir)).toEqual([])
     expect(childrenButGuardian()).toEqual(before)
@@ -624,15 +617,10 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
       [join(root, 't'), 'threaded'],
     ]
     for (const [parent, type] of cases) {
-      let err: (Error & { code?: string }) | null = null
-      try {
-        spawnSupervised('sleep', ['1000'], { cgroup: { parent } })
-      } catch (e) {
-        err = e as Error & { code?: string }
-      }
+      const err = thrown(() => spawnSupervised('sleep', ['1000'], { cgroup: { parent } }))
       expect(err, parent).toBeInstanceOf(TypeError)
-      expect(err?.code).toBe('ERR_INVALID_ARG_VALUE')
-      expect(err?.message).toContain(`is a "${type}" cgroup`)
+      expect(err.code).toBe('ERR_INVALID_ARG_VALUE')
+      expect(err.message).toContain(`is a "${type}" cgroup`)
       expect(readdirSync(parent, { withFileTypes: true }).filter((e) => e.isDirectory() && e.name !== 't')).toEqual([])
     }
     expect(childrenButGuardian()).toEqual(before)
@@ -696,16 +684,9 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
   }, 120_000)
 
   it('an exit waits for the cgroup only within killTimeoutMs (a member stuck), and the cgroup goes once it empties', async (ctx) => {
-    // A task frozen by the cgroup-v1 freezer cannot act on SIGKILL until
-    // thawed, like one in uninterruptible sleep (v2's own freezer lets a
-    // SIGKILL through, so it would not stand for one).
-    const root = '/sys/fs/cgroup/freezer'
-    if (process.getuid?.() !== 0 || !existsSync(`${root}/cgroup.procs`)) {
-      return ctx.skip('needs root and the cgroup-v1 freezer')
-    }
-    const freezer = `${root}/procward-cgroup-test-${process.pid}`
-    mkdirSync(freezer)
-    try {
+    // A member frozen by the cgroup-v1 freezer stands for one stuck.
+    if (!hasFreezer()) return ctx.skip('needs root and the cgroup-v1 freezer')
+    await withFreezer(async (freezer) => {
       const p = sup('sh', ['-c', 'setsid sleep 1000 & echo ready; read x'], {
         cgroup: true,
         stdio: ['pipe', 'pipe', 'inherit'],
@@ -713,33 +694,19 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
       })
       const cgroup = p.cgroup as string
       expect(await firstLineOf(p)).toBe('ready')
-      let pids: number[] = []
-      await waitFor(
-        () => {
-          pids = members(cgroup)
-          return pids.length >= 2
-        },
-        5000,
-        'the member in the cgroup',
-      )
+      const pids = await membersWhen(cgroup, (pids) => pids.length >= 2, 'the member in the cgroup')
       const member = pids.find((pid) => pid !== p.pid) as number
-      writeFileSync(`${freezer}/cgroup.procs`, String(member))
-      writeFileSync(`${freezer}/freezer.state`, 'FROZEN')
-      await waitFor(() => readFileSync(`${freezer}/freezer.state`, 'utf8').trim() === 'FROZEN', 5000, 'the freeze')
+      await freezer.freeze(member)
       const atExit = new Promise<{ memberAlive: boolean; dirExists: boolean }>((resolve) =>
         p.once('exit', () => resolve({ memberAlive: aliveInProcTable(member), dirExists: existsSync(cgroup) })),
       )
       p.stdin?.end()
       // The exit came after the bound although the member still lives.
       expect(await atExit).toEqual({ memberAlive: true, dirExists: true })
-      writeFileSync(`${freezer}/freezer.state`, 'THAWED')
+      freezer.thaw()
       await waitFor(() => !aliveInProcTable(member), 5000, 'the thawed member to die of the pending kill')
       await waitFor(() => !existsSync(cgroup), 5000, 'the cgroup to be removed once empty')
-    } finally {
-      writeFileSync(`${freezer}/freezer.state`, 'THAWED')
-      await waitFor(() => readFileSync(`${freezer}/cgroup.procs`, 'utf8').trim() === '', 5000, 'the freezer to empty')
-      rmdirSync(freezer)
-    }
+    })
   })
 })
 
@@ -758,28 +725,16 @@ describe('error messages read like Node, never with Rust error text', () => {
       [join(file, 'below'), /: ENOTDIR: not a directory$/],
     ]
     for (const [parent, message] of cases) {
-      let err: (Error & { code?: string }) | null = null
-      try {
-        spawnSupervised('sleep', ['1000'], { cgroup: { parent } })
-      } catch (e) {
-        err = e as Error & { code?: string }
-      }
+      const err = thrown(() => spawnSupervised('sleep', ['1000'], { cgroup: { parent } }))
       expect(err, parent).toBeInstanceOf(TypeError)
-      expect(err?.code).toBe('ERR_INVALID_ARG_VALUE')
-      expect(err?.message).toMatch(message)
+      expect(err.code).toBe('ERR_INVALID_ARG_VALUE')
+      expect(err.message).toMatch(message)
       noRustText(err)
     }
   })
 
   it('with no fd left (EMFILE), every call that fails says so without Rust error text', async () => {
-    const { stdout } = await execFileP('sh', [
-      '-c',
-      'ulimit -n 64 && exec "$0" "$@"',
-      process.execPath,
-      join(FIXTURES, 'error-texts.cjs'),
-      PROCWARD,
-      join(tempDir(), 'lock'),
-    ])
+    const { stdout } = await runWithFewFds('error-texts.cjs', join(tempDir(), 'lock'))
     const res = JSON.parse(stdout) as { held: number; errors: { call: string; code: string; message: string }[] }
     expect(res.held).toBeGreaterThan(0)
     // Something did fail here (the contained spawn needs fds at every step).
@@ -853,12 +808,8 @@ describe('containment under a service manager (a test cgroup standing in for a u
       '-c',
       'echo $$ > "$0/cgroup.procs" && exec "$@"',
       unit,
-      process.execPath,
-      OWNER,
-      PROCWARD,
-      'sh',
-      JSON.stringify(['-c', 'setsid sleep 1000 & echo $!; wait']),
-      JSON.stringify({ cgroup: true }),
+      NODE,
+      ...ownerArgs('setsid sleep 1000 & echo $!; wait'),
     ])
     const info = await jsonLine(owner)
     const ownerCgroup = readFileSync(`/proc/${owner.pid}/cgroup`, 'utf8')

@@ -1,10 +1,9 @@
 // Runs bin/procward.js as a real process for the CLI tests.
 import type { ChildProcess, SpawnOptions } from 'node:child_process'
 import { join } from 'node:path'
-import type { Spawned } from '../helpers'
+import { CLI, NODE, type Spawned } from '../helpers'
 
-export const CLI = join(__dirname, '..', '..', 'bin', 'procward.js')
-export const NODE = process.execPath
+export { CLI, NODE }
 export const CLI_FIXTURES = join(__dirname, 'fixtures')
 
 /** A running CLI, its output so far, and its end. */

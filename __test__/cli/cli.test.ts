@@ -1,30 +1,27 @@
-import http from 'node:http'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { readSupervisorState } from '../../index.js'
-import { aliveInProcTable, FIXTURES, freePort, sleep, tempDirs, trackProcesses, waitFor } from '../helpers'
+import {
+  aliveInProcTable,
+  askDaemon,
+  FIXTURES,
+  freePort,
+  NODE,
+  PROCWARD,
+  sleep,
+  tempDirs,
+  trackProcesses,
+  waitFor,
+} from '../helpers'
 import { Cli as CliProcess, cli as runCli } from './cli-process'
 
 const { others } = trackProcesses()
 
 const DAEMON = join(FIXTURES, 'http-daemon.cjs')
 const SUPERVISOR_PROCESS = join(FIXTURES, 'supervisor-process.cjs')
-const PROCWARD = join(__dirname, '..', '..', 'index.js')
-const NODE = process.execPath
 const Cli = CliProcess
 
 const tempDir = tempDirs('procward-cli-')
-
-function get(port: number): Promise<{ pid: number } | null> {
-  return new Promise((resolve) => {
-    const req = http.get({ host: '127.0.0.1', port, path: '/', agent: false }, (res) => {
-      let body = ''
-      res.on('data', (d) => (body += d))
-      res.on('end', () => resolve(JSON.parse(body)))
-    })
-    req.on('error', () => resolve(null))
-  })
-}
 
 const cli = (args: string[]) => runCli(others, args)
 
@@ -34,11 +31,11 @@ describe('procward run', () => {
     const c = new Cli(others, ['run', '--ready-port', String(port), '--', NODE, DAEMON, '--port', String(port)])
     await waitFor(() => c.pids('ready').length === 1, 10_000, 'ready')
     const first = c.pids('ready')[0] as number
-    expect((await get(port))?.pid).toBe(first)
+    expect((await askDaemon(port))?.pid).toBe(first)
     process.kill(first, 'SIGKILL')
     await waitFor(() => c.pids('ready').length === 2, 10_000, 'ready again')
     const second = c.pids('ready')[1] as number
-    expect((await get(port))?.pid).toBe(second)
+    expect((await askDaemon(port))?.pid).toBe(second)
     expect(c.err).toMatch(new RegExp(`exit pid ${first} killed by SIGKILL \\(unexpected\\)`))
     expect(c.err).toMatch(/restart attempt 1 in 0 ms/)
 
@@ -47,7 +44,7 @@ describe('procward run', () => {
     // It stopped its child, then died of the signal itself (status 143).
     expect(end.signal).toBe('SIGTERM')
     expect(aliveInProcTable(second)).toBe(false)
-    expect(await get(port)).toBeNull()
+    expect(await askDaemon(port)).toBeNull()
   })
 
   it('--json: one JSON object per event; --restart never: the child exit status', async () => {
@@ -121,7 +118,7 @@ describe('procward status and stop', () => {
     others.track(orphan)
     p.kill('SIGKILL')
     await new Promise((r) => p.once('exit', r))
-    expect((await get(port))?.pid).toBe(orphan)
+    expect((await askDaemon(port))?.pid).toBe(orphan)
     // The supervisor is dead, its child is not: not running as a service.
     expect((await cli(['status', stateFile])).code).toBe(3)
 

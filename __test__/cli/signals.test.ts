@@ -6,13 +6,12 @@ import { execFileSync } from 'node:child_process'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { getProcessInfo, isProcessRunning } from '../../index.js'
-import { aliveInProcTable, FIXTURES, tempDirs, trackProcesses, waitFor } from '../helpers'
+import { aliveInProcTable, FIXTURES, PROCWARD, tempDirs, trackProcesses, waitFor } from '../helpers'
 import { CLI, CLI_FIXTURES, Cli, NODE } from './cli-process'
 
 const { others } = trackProcesses()
 const tempDir = tempDirs('procward-cli-signals-')
 const WORKERS = join(FIXTURES, 'workers.sh')
-const PROCWARD = join(__dirname, '..', '..', 'index.js')
 
 /** `procward run` of a master with two workers in its group, once it said so. */
 async function runWorkers(extra: string[] = []) {

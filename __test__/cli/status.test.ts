@@ -5,29 +5,15 @@
 import { readFileSync, renameSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { cgroupSupport, readSupervisorState } from '../../index.js'
-import { aliveInProcTable, FIXTURES, freePort, tempDirs, trackProcesses, waitFor } from '../helpers'
+import { cgroupSupport } from '../../index.js'
+import { aliveInProcTable, FIXTURES, freePort, PROCWARD, tempDirs, trackProcesses } from '../helpers'
+import { recordWhen } from '../supervisor/helpers'
 import { CLI, Cli, NODE, cli as runCli } from './cli-process'
 
 const { others } = trackProcesses()
 const tempDir = tempDirs('procward-cli-status-')
 const cli = (args: string[]) => runCli(others, args)
 const SUPERVISOR_PROCESS = join(FIXTURES, 'supervisor-process.cjs')
-const PROCWARD = join(__dirname, '..', '..', 'index.js')
-
-type Record = NonNullable<ReturnType<typeof readSupervisorState>>
-
-async function recordWhen(file: string, cond: (r: Record) => boolean, what: string): Promise<Record> {
-  await waitFor(
-    () => {
-      const r = readSupervisorState(file)
-      return r !== null && cond(r)
-    },
-    10_000,
-    what,
-  )
-  return readSupervisorState(file) as Record
-}
 
 /** A supervisor in its own process, SIGKILLed once its child runs: the child outlives it. */
 async function orphanedChild(command: string, args: string[]) {

@@ -5,11 +5,14 @@ import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { getProcessInfo, isProcessRunning } from '../../index.js'
 import {
+  AS_NOBODY,
   FIXTURES,
   firstLine,
   isRoot,
   killZeroSaysAlive,
   leaderExited,
+  nodeThroughSetpriv,
+  PROCWARD,
   procState,
   reusePid,
   trackProcesses,
@@ -119,22 +122,11 @@ describe('isProcessRunning', () => {
     // there kill(pid, 0) answers EPERM.
     const target = spawned.spawn('sleep', ['100'])
     const script = `
-      const p = require(${JSON.stringify(join(__dirname, '..', '..', 'index.js'))});
+      const p = require(${JSON.stringify(PROCWARD)});
       let k; try { process.kill(${target.pid}, 0); k = 'ok' } catch (e) { k = e.code }
       console.log(JSON.stringify({ uid: process.getuid(), kill0: k, running: p.isProcessRunning(${target.pid}),
         info: p.getProcessInfo(${target.pid}) }))`
-    let out: string
-    try {
-      out = execFileSync(
-        'setpriv',
-        ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, '-e', script],
-        {
-          encoding: 'utf8',
-        },
-      )
-    } catch (e) {
-      return ctx.skip(`cannot run node as nobody here: ${(e as Error).message.split('\n')[0]}`)
-    }
+    const out = await nodeThroughSetpriv(ctx, AS_NOBODY, ['-e', script])
     const res = JSON.parse(out)
     expect(res.uid).toBe(65534)
     expect(res.kill0).toBe('EPERM')
@@ -150,7 +142,7 @@ describe('isProcessRunning', () => {
     const zombie = Number(await firstLine(parent))
     await waitFor(() => procState(zombie) === 'Z', 5000, 'the zombie')
     const script = `
-      const p = require(${JSON.stringify(join(__dirname, '..', '..', 'index.js'))});
+      const p = require(${JSON.stringify(PROCWARD)});
       const fs = require('fs');
       let info; try { info = p.getProcessInfo(${live}) } catch (e) { info = e.code }
       console.log(JSON.stringify({ uid: process.getuid(), visible: fs.existsSync('/proc/${live}'),

@@ -1,4 +1,4 @@
-import { type ChildProcess, execFile, spawnSync } from 'node:child_process'
+import { type ChildProcess, spawnSync } from 'node:child_process'
 import {
   chmodSync,
   chownSync,
@@ -17,7 +17,6 @@ import {
 } from 'node:fs'
 import os, { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { promisify } from 'node:util'
 import { Worker } from 'node:worker_threads'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import {
@@ -36,15 +35,18 @@ import {
   isRoot,
   killZeroSaysAlive,
   leaderExited,
+  lines,
+  onLines,
+  PROCWARD,
   procState,
+  run,
   sleep,
+  thrown,
   trackProcesses,
   waitFor,
 } from '../helpers'
 
 const { others } = trackProcesses()
-const run = promisify(execFile)
-const PROCWARD = join(__dirname, '..', '..', 'index.js')
 
 let dir: string
 let n = 0
@@ -57,31 +59,6 @@ beforeAll(() => {
 afterAll(() => {
   rmSync(dir, { recursive: true, force: true })
 })
-
-/** Reads a child's stdout line by line. */
-function lines(child: ChildProcess): () => Promise<string> {
-  const queue: string[] = []
-  const waiting: ((line: string) => void)[] = []
-  let buf = ''
-  child.stdout?.on('data', (d: Buffer) => {
-    buf += String(d)
-    for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
-      const line = buf.slice(0, nl)
-      buf = buf.slice(nl + 1)
-      const w = waiting.shift()
-      if (w) w(line)
-      else queue.push(line)
-    }
-  })
-  return () => {
-    const line = queue.shift()
-    if (line !== undefined) return Promise.resolve(line)
-    return new Promise((resolve, reject) => {
-      waiting.push(resolve)
-      child.once('exit', () => reject(new Error('the child exited before printing a line')))
-    })
-  }
-}
 
 interface HolderInfo {
   pid: number
@@ -110,15 +87,6 @@ function exited(child: ChildProcess): Promise<void> {
     if (child.exitCode !== null || child.signalCode !== null) resolve()
     else child.once('exit', () => resolve())
   })
-}
-
-function caught(fn: () => unknown): Error & Record<string, unknown> {
-  try {
-    fn()
-  } catch (e) {
-    return e as Error & Record<string, unknown>
-  }
-  throw new Error('did not throw')
 }
 
 async function rejection(p: Promise<unknown>): Promise<Error & Record<string, unknown>> {
@@ -343,16 +311,11 @@ describe('stress', () => {
         counter,
         String(CYCLES - done[i]),
       ])
-      let buf = ''
-      child.stdout?.on('data', (d: Buffer) => {
-        buf += String(d)
-        for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
-          const [v, r] = buf.slice(0, nl).split(' ')
-          buf = buf.slice(nl + 1)
-          values.push(Number(v))
-          reclaims += Number(r)
-          done[i]++
-        }
+      onLines(child.stdout, (line) => {
+        const [v, r] = line.split(' ')
+        values.push(Number(v))
+        reclaims += Number(r)
+        done[i]++
       })
       return new Promise((resolve, reject) => {
         child.once('exit', (code, signal) => {
@@ -400,28 +363,28 @@ describe('paths', () => {
     writeFileSync(target, 'precious')
     const link = join(dir, 'link')
     symlinkSync(target, link)
-    expect(caught(() => tryLock(link))).toMatchObject({ code: 'ELOOP', path: link })
+    expect(thrown(() => tryLock(link))).toMatchObject({ code: 'ELOOP', path: link })
     await expect(acquireLock(link)).rejects.toMatchObject({ code: 'ELOOP' })
-    expect(caught(() => readLock(link))).toMatchObject({ code: 'ELOOP' })
+    expect(thrown(() => readLock(link))).toMatchObject({ code: 'ELOOP' })
     expect(readFileSync(target, 'utf8')).toBe('precious')
     const dangling = join(dir, 'dangling')
     symlinkSync(join(dir, 'nowhere'), dangling)
-    expect(caught(() => tryLock(dangling))).toMatchObject({ code: 'ELOOP' })
+    expect(thrown(() => tryLock(dangling))).toMatchObject({ code: 'ELOOP' })
     expect(existsSync(join(dir, 'nowhere'))).toBe(false)
   })
 
   it('refuses a directory and other non-regular files', () => {
-    expect(caught(() => tryLock(dir))).toMatchObject({ code: 'EISDIR', path: dir })
-    expect(caught(() => readLock(dir))).toMatchObject({ code: 'EISDIR' })
+    expect(thrown(() => tryLock(dir))).toMatchObject({ code: 'EISDIR', path: dir })
+    expect(thrown(() => readLock(dir))).toMatchObject({ code: 'EISDIR' })
     const fifo = join(dir, 'fifo')
     spawnSync('mkfifo', [fifo])
-    expect(caught(() => tryLock(fifo))).toMatchObject({ code: 'EINVAL' })
-    expect(caught(() => tryLock('/dev/null'))).toMatchObject({ code: 'EINVAL' })
+    expect(thrown(() => tryLock(fifo))).toMatchObject({ code: 'EINVAL' })
+    expect(thrown(() => tryLock('/dev/null'))).toMatchObject({ code: 'EINVAL' })
   })
 
   it('needs the parent directory to exist (ENOENT); readLock calls a missing file free', async () => {
     const path = join(dir, 'no', 'such', 'dir.lock')
-    expect(caught(() => tryLock(path))).toMatchObject({ code: 'ENOENT', syscall: 'open', path })
+    expect(thrown(() => tryLock(path))).toMatchObject({ code: 'ENOENT', syscall: 'open', path })
     await expect(acquireLock(path, { wait: true })).rejects.toMatchObject({ code: 'ENOENT' })
     const missing = join(dir, 'missing.lock')
     expect(readLock(missing)).toEqual({ held: false, holder: null, holderRunning: null })
@@ -436,9 +399,9 @@ describe('paths', () => {
     ['a NUL byte', '/tmp/a\0b', TypeError, 'ERR_INVALID_ARG_VALUE'],
   ])('rejects %s as a path', async (_, bad, Err, code) => {
     const p = bad as string
-    expect(caught(() => tryLock(p))).toBeInstanceOf(Err)
-    expect(caught(() => tryLock(p))).toMatchObject({ code })
-    expect(caught(() => readLock(p))).toMatchObject({ code })
+    expect(thrown(() => tryLock(p))).toBeInstanceOf(Err)
+    expect(thrown(() => tryLock(p))).toMatchObject({ code })
+    expect(thrown(() => readLock(p))).toMatchObject({ code })
     const err = await rejection(acquireLock(p))
     expect(err).toBeInstanceOf(Err)
     expect(err.code).toBe(code)
@@ -542,7 +505,7 @@ describe('options', () => {
 
   it('tryLock takes only its own options', () => {
     const path = lockPath()
-    expect(caught(() => tryLock(path, { wait: true } as never))).toMatchObject({ code: 'ERR_INVALID_ARG_VALUE' })
+    expect(thrown(() => tryLock(path, { wait: true } as never))).toMatchObject({ code: 'ERR_INVALID_ARG_VALUE' })
     expect(existsSync(path)).toBe(false)
     const lock = tryLock(path, { purpose: 'p', mode: 0o600, allowNetworkFs: false })
     expect(lock?.holder.purpose).toBe('p')
@@ -652,7 +615,7 @@ describe('readLock', () => {
     const path = lockPath()
     writeFileSync(path, '12345\n', { mode: 0o600 })
     expect(readLock(path)).toEqual({ held: false, holder: null, holderRunning: null })
-    expect(caught(() => tryLock(path))).toMatchObject({ code: 'EINVAL', syscall: 'pread', path })
+    expect(thrown(() => tryLock(path))).toMatchObject({ code: 'EINVAL', syscall: 'pread', path })
     await expect(acquireLock(path, { wait: true })).rejects.toMatchObject({ code: 'EINVAL', path })
     expect(readFileSync(path, 'utf8')).toBe('12345\n')
   })
@@ -768,21 +731,21 @@ describe("the file is procward's", () => {
   it('refuses a data file, a hard link and kernel files, and writes nothing into them', async () => {
     const data = lockPath()
     writeFileSync(data, 'important', { mode: 0o600 })
-    expect(caught(() => tryLock(data))).toMatchObject({ code: 'EINVAL', path: data })
+    expect(thrown(() => tryLock(data))).toMatchObject({ code: 'EINVAL', path: data })
     expect(readFileSync(data, 'utf8')).toBe('important')
 
     const target = lockPath()
     writeFileSync(target, '', { mode: 0o600 })
     const link = lockPath()
     linkSync(target, link)
-    expect(caught(() => tryLock(link))).toMatchObject({ code: 'EPERM', syscall: 'open', path: link })
+    expect(thrown(() => tryLock(link))).toMatchObject({ code: 'EPERM', syscall: 'open', path: link })
     await expect(acquireLock(target, { wait: true })).rejects.toMatchObject({ code: 'EPERM' })
     expect(readFileSync(target, 'utf8')).toBe('')
 
     // Not 'flock': refused before any read.
-    expect(caught(() => tryLock('/proc/self/status'))).toMatchObject({ code: 'EINVAL', syscall: 'open' })
+    expect(thrown(() => tryLock('/proc/self/status'))).toMatchObject({ code: 'EINVAL', syscall: 'open' })
     const hostname = readFileSync('/proc/sys/kernel/hostname', 'utf8')
-    const err = caught(() => tryLock('/proc/sys/kernel/hostname'))
+    const err = thrown(() => tryLock('/proc/sys/kernel/hostname'))
     // As root: refused as a kernel file; otherwise already as another uid's.
     expect(err).toMatchObject({ code: isRoot ? 'EINVAL' : 'EPERM' })
     expect(readFileSync('/proc/sys/kernel/hostname', 'utf8')).toBe(hostname)

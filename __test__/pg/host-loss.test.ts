@@ -2,14 +2,13 @@
 // Host loss is simulated on loopback only: nftables drops the packets of the
 // holder's connection on `lo` (its client port, both directions); the table
 // is removed after every test, whatever happened.
-import { execFile, execFileSync } from 'node:child_process'
+import { execFileSync } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { promisify } from 'node:util'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { acquirePgLock } from '../../pg.js'
-import { FIXTURES, trackProcesses } from '../helpers'
+import { FIXTURES, run, trackProcesses } from '../helpers'
 import {
   newKey,
   noSessionsLeft,
@@ -23,7 +22,6 @@ import {
 } from './pg-helpers'
 
 const { others } = trackProcesses()
-const run = promisify(execFile)
 const NFT_TABLE = `procward_test_${process.pid}`
 
 if (!PG_URL) {

@@ -1,7 +1,6 @@
 // Helpers for the tests of procward/pg against a real server: its URL comes
 // from PROCWARD_TEST_PG_URL (scripts/pg-server.sh starts one; scripts/test.sh
 // does it for the whole suite). Without it the tests are skipped, saying why.
-import type { ChildProcess } from 'node:child_process'
 import { createRequire } from 'node:module'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
@@ -91,30 +90,5 @@ export async function noSessionsLeft(pid = process.pid): Promise<number[]> {
     left = await sessionsOf(pid)
     if (left.length === 0 || Date.now() > deadline) return left
     await new Promise((r) => setTimeout(r, 20))
-  }
-}
-
-/** A child's stdout, line by line. */
-export function lines(child: ChildProcess): () => Promise<string> {
-  const queue: string[] = []
-  const waiting: { resolve: (line: string) => void; reject: (e: Error) => void }[] = []
-  let buf = ''
-  child.stdout?.on('data', (d: Buffer) => {
-    buf += String(d)
-    for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
-      const line = buf.slice(0, nl)
-      buf = buf.slice(nl + 1)
-      const w = waiting.shift()
-      if (w) w.resolve(line)
-      else queue.push(line)
-    }
-  })
-  child.stdout?.once('close', () => {
-    for (const w of waiting.splice(0)) w.reject(new Error(`stdout closed before a line (left: ${JSON.stringify(buf)})`))
-  })
-  return () => {
-    const line = queue.shift()
-    if (line !== undefined) return Promise.resolve(line)
-    return new Promise((resolve, reject) => waiting.push({ resolve, reject }))
   }
 }

@@ -1,12 +1,10 @@
 // procward/pg against a real PostgreSQL server: who holds the lock is the
 // server's judgment (pg_locks), processes are real, and every test leaves no
 // procward session of this process behind.
-import { execFile } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import net from 'node:net'
 import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { promisify } from 'node:util'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { getProcessInfo } from '../../index.js'
 import {
@@ -18,10 +16,20 @@ import {
   readPgLock,
   tryPgLock,
 } from '../../pg.js'
-import { FIXTURES, fdsLeftSince, freePort, openFds, procState, sleep, trackProcesses, waitFor } from '../helpers'
+import {
+  FIXTURES,
+  fdsLeftSince,
+  freePort,
+  lines,
+  openFds,
+  procState,
+  run,
+  sleep,
+  trackProcesses,
+  waitFor,
+} from '../helpers'
 import {
   LIB_PG,
-  lines,
   lockSessions,
   newKey,
   noSessionsLeft,
@@ -36,7 +44,6 @@ import {
 } from './pg-helpers'
 
 const { others } = trackProcesses()
-const run = promisify(execFile)
 const fixture = (name: string) => join(FIXTURES, name)
 
 if (!PG_URL) {

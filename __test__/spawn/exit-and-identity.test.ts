@@ -4,17 +4,24 @@
 // a stop aimed at one of this process's own threads, and the fds a cycle of
 // spawn → check → exit leaves behind. Every back-end runs them (the suite is
 // run with PROCWARD_EXIT_WATCH unset, =tokio and =fallback).
-import { type ChildProcess, spawn as cpSpawn, execFile, execFileSync } from 'node:child_process'
+import { type ChildProcess, spawn as cpSpawn, execFileSync } from 'node:child_process'
 import { readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
-import { promisify } from 'node:util'
 import { describe, expect, it } from 'vitest'
 import { getProcessInfo, isProcessRunning, type SupervisedProcess, stopSupervisedProcess } from '../../index.js'
-import { aliveInProcTable, FIXTURES, firstLine, isRoot, procState, sleep, trackProcesses, waitFor } from '../helpers'
-
-const PROCWARD = join(__dirname, '..', '..', 'index.js')
-const run = promisify(execFile)
+import {
+  aliveInProcTable,
+  FIXTURES,
+  firstLine,
+  isRoot,
+  procState,
+  runFixture,
+  runWithFewFds,
+  sleep,
+  trackProcesses,
+  waitFor,
+} from '../helpers'
 
 const { sup, others } = trackProcesses()
 
@@ -159,14 +166,7 @@ describe('identity', () => {
   })
 
   it.each([0, 1, 2])('is the child’s own, or a thrown EMFILE, with %i free fds at spawn', async (spare) => {
-    const { stdout } = await run('sh', [
-      '-c',
-      'ulimit -n 64 && exec "$0" "$@"',
-      process.execPath,
-      join(FIXTURES, 'identity-emfile.cjs'),
-      PROCWARD,
-      String(spare),
-    ])
+    const { stdout } = await runWithFewFds('identity-emfile.cjs', String(spare))
     const res = JSON.parse(stdout)
     expect(res.held).toBeGreaterThan(0)
     // With no fd at all, the spawn itself fails (it needs /dev/null).
@@ -183,7 +183,7 @@ describe('identity', () => {
 
 describe('thread ids', () => {
   it('refuses to stop any thread of this process, and calls none of them a process', async () => {
-    const { stdout } = await run(process.execPath, [join(FIXTURES, 'own-threads.cjs'), PROCWARD])
+    const { stdout } = await runFixture('own-threads.cjs')
     const res = JSON.parse(stdout)
     expect(res.threads.length).toBeGreaterThan(1)
     expect(res.threads.map((t: { tid: number }) => t.tid)).toContain(res.workerTid)

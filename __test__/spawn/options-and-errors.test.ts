@@ -2,7 +2,7 @@
 // FIFOs as stdio files that never block the event loop, Node-shaped errors,
 // unknown options refused, and uid/gid/argv0 (with the death signal kept
 // across the credential change).
-import { spawn as cpSpawn, execFile, execFileSync } from 'node:child_process'
+import { spawn as cpSpawn, execFileSync } from 'node:child_process'
 import {
   chmodSync,
   closeSync,
@@ -19,13 +19,23 @@ import {
 } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { spawnSupervised } from '../../index.js'
-import { aliveInProcTable, childrenOf, FIXTURES, isRoot, openFds, trackProcesses, waitFor } from '../helpers'
-
-const PROCWARD = join(__dirname, '..', '..', 'index.js')
-const run = promisify(execFile)
+import {
+  AS_NOBODY,
+  aliveInProcTable,
+  childrenOf,
+  FIXTURES,
+  isRoot,
+  nodeThroughSetpriv,
+  openFds,
+  PROCWARD,
+  readAll,
+  run,
+  thrown,
+  trackProcesses,
+  waitFor,
+} from '../helpers'
 
 const { sup, others } = trackProcesses()
 
@@ -41,16 +51,6 @@ function noNewChildren(fn: () => void) {
   const before = childrenOf(process.pid)
   fn()
   expect(childrenOf(process.pid)).toEqual(before)
-}
-
-/** The error `fn` throws, or a failure if it does not throw. */
-function thrown(fn: () => unknown): NodeJS.ErrnoException & { spawnargs?: string[] } {
-  try {
-    fn()
-  } catch (e) {
-    return e as NodeJS.ErrnoException
-  }
-  throw new Error('expected a throw')
 }
 
 /** The 'error' child_process emits for the same spawn. */
@@ -75,13 +75,6 @@ function shape(e: NodeJS.ErrnoException & { spawnargs?: string[] }) {
     path: e.path,
     spawnargs: e.spawnargs,
   }
-}
-
-async function readAll(stream: NodeJS.ReadableStream | null): Promise<string> {
-  if (!stream) throw new Error('no stream')
-  let out = ''
-  for await (const chunk of stream) out += String(chunk)
-  return out
 }
 
 describe('relative cwd, PATH entries and commands resolve as in child_process', () => {
@@ -406,21 +399,18 @@ describe('uid and gid', () => {
 
   it('leaves this process dumpable (its /proc entries its own) after a credential change', async (ctx) => {
     if (!isRoot) return ctx.skip('needs root to start a process with only CAP_SETUID/CAP_SETGID')
-    let stdout: string
-    try {
-      ;({ stdout } = await run('setpriv', [
+    const stdout = await nodeThroughSetpriv(
+      ctx,
+      [
         '--reuid=1000',
         '--regid=1000',
         '--clear-groups',
         '--inh-caps=+setuid,+setgid',
         '--ambient-caps=+setuid,+setgid',
-        process.execPath,
-        join(FIXTURES, 'dumpable.cjs'),
-        PROCWARD,
-      ]))
-    } catch (e) {
-      return ctx.skip(`cannot run node with ambient capabilities here: ${(e as Error).message.split('\n')[0]}`)
-    }
+      ],
+      [join(FIXTURES, 'dumpable.cjs'), PROCWARD],
+      'with ambient capabilities',
+    )
     expect(JSON.parse(stdout)).toEqual({
       uid: 1000,
       before: 1000,
@@ -441,19 +431,7 @@ describe('uid and gid', () => {
       }
       out.children = require('fs').readFileSync('/proc/self/task/' + process.pid + '/children', 'utf8');
       console.log(JSON.stringify(out))`
-    let stdout: string
-    try {
-      ;({ stdout } = await run('setpriv', [
-        '--reuid=65534',
-        '--regid=65534',
-        '--clear-groups',
-        process.execPath,
-        '-e',
-        script,
-      ]))
-    } catch (e) {
-      return ctx.skip(`cannot run node as nobody here: ${(e as Error).message.split('\n')[0]}`)
-    }
+    const stdout = await nodeThroughSetpriv(ctx, AS_NOBODY, ['-e', script])
     const res = JSON.parse(stdout)
     const common = { code: 'EPERM', errno: -1, path: 'true', spawnargs: ['x'] }
     expect(res.uid).toEqual({

@@ -1,37 +1,32 @@
-import { spawn as cpSpawn, execFile } from 'node:child_process'
+import { spawn as cpSpawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { promisify } from 'node:util'
 import { Worker } from 'node:worker_threads'
 import { beforeAll, describe, expect, it } from 'vitest'
 import { getProcessInfo, isProcessRunning, spawnSupervised } from '../../index.js'
 import {
   aliveInProcTable,
+  announcedWorkers,
   childrenOf,
   FIXTURES,
   fdsLeftSince,
-  firstLineOf,
   openFds,
+  PROCWARD,
   procState,
+  readAll,
+  run,
+  runFixture,
+  runWithFewFds,
   sleep,
   trackProcesses,
   waitFor,
   zombieChildren,
 } from '../helpers'
 
-const PROCWARD = join(__dirname, '..', '..', 'index.js')
-const run = promisify(execFile)
 const EXPECTED_WATCH = { fallback: 'fallback', tokio: 'pidfd-tokio' }[process.env.PROCWARD_EXIT_WATCH ?? ''] ?? 'pidfd'
 
 const { sup, others } = trackProcesses()
-
-async function readAll(stream: NodeJS.ReadableStream | null): Promise<string> {
-  if (!stream) throw new Error('no stream')
-  let out = ''
-  for await (const chunk of stream) out += String(chunk)
-  return out
-}
 
 describe('exit = reap', () => {
   beforeAll(() => {
@@ -102,12 +97,9 @@ describe('exit = reap', () => {
   })
 
   it('sweeps the group after the leader dies', async () => {
-    const p = sup(join(FIXTURES, 'group.sh'), [], { stdio: ['ignore', 'pipe', 'inherit'] })
-    const members = (await firstLineOf(p)).split(' ').map(Number)
-    for (const m of members) {
-      others.track(m)
-      expect(getProcessInfo(m)?.pgid).toBe(p.pid)
-    }
+    const p = sup(join(FIXTURES, 'workers.sh'), [], { stdio: ['ignore', 'pipe', 'inherit'] })
+    const members = await announcedWorkers(p, others)
+    for (const m of members) expect(getProcessInfo(m)?.pgid).toBe(p.pid)
     expect(p.kill('SIGKILL')).toBe(true)
     await p.exited
     // SIGKILLed while the leader was still a zombie; they may linger as
@@ -116,9 +108,8 @@ describe('exit = reap', () => {
   })
 
   it('leaves the group alone with killGroupOnExit: false', async () => {
-    const p = sup(join(FIXTURES, 'group.sh'), [], { stdio: ['ignore', 'pipe', 'inherit'], killGroupOnExit: false })
-    const members = (await firstLineOf(p)).split(' ').map(Number)
-    for (const m of members) others.track(m)
+    const p = sup(join(FIXTURES, 'workers.sh'), [], { stdio: ['ignore', 'pipe', 'inherit'], killGroupOnExit: false })
+    const members = await announcedWorkers(p, others)
     p.kill('SIGKILL')
     await p.exited
     await sleep(50)
@@ -133,9 +124,8 @@ describe('exit = reap', () => {
   })
 
   it('kill() signals the child alone, not its group', async () => {
-    const p = sup(join(FIXTURES, 'group.sh'), [], { stdio: ['ignore', 'pipe', 'inherit'], killGroupOnExit: false })
-    const members = (await firstLineOf(p)).split(' ').map(Number)
-    for (const m of members) others.track(m)
+    const p = sup(join(FIXTURES, 'workers.sh'), [], { stdio: ['ignore', 'pipe', 'inherit'], killGroupOnExit: false })
+    const members = await announcedWorkers(p, others)
     expect(p.kill('SIGTERM')).toBe(true)
     expect((await p.exited).signal).toBe('SIGTERM')
     for (const m of members) expect(aliveInProcTable(m)).toBe(true)
@@ -161,40 +151,34 @@ describe('exit = reap', () => {
   })
 
   it('never installs a SIGCHLD handler', async () => {
-    const { stdout } = await run(process.execPath, [join(FIXTURES, 'sigchld.cjs'), PROCWARD])
+    const { stdout } = await runFixture('sigchld.cjs')
     expect(JSON.parse(stdout)).toEqual({ before: false, during: false, after: false, code: 4 })
   })
 
   it('falls back to a waiter thread when no fd is left for a pidfd (EMFILE)', async () => {
-    const { stdout } = await run('sh', [
-      '-c',
-      `ulimit -n 64 && exec "$0" "$@"`,
-      process.execPath,
-      join(FIXTURES, 'emfile.cjs'),
-      PROCWARD,
-    ])
+    const { stdout } = await runWithFewFds('emfile.cjs')
     const res = JSON.parse(stdout)
     expect(res.held).toBeGreaterThan(0)
     expect(res).toMatchObject({ exitWatch: 'fallback', code: 5 })
   })
 
   it('reaps the children of a worker that was the only user of procward', async () => {
-    const { stdout } = await run(process.execPath, [join(FIXTURES, 'worker-only.cjs'), PROCWARD])
+    const { stdout } = await runFixture('worker-only.cjs')
     expect(JSON.parse(stdout)).toEqual([null, null, null, null, null])
   })
 
   it('reports a throwing exit listener as an uncaught exception, and still reaps', async () => {
-    const { stdout } = await run(process.execPath, [join(FIXTURES, 'throwing-listener.cjs'), PROCWARD])
+    const { stdout } = await runFixture('throwing-listener.cjs')
     const res = JSON.parse(stdout)
     expect(res).toMatchObject({ caught: 'boom from listener', reaped: true, exit: { code: 2, signal: null } })
   })
 
   it('keeps node alive while ref()ed, and not once unref()ed', async () => {
-    const kept = await run(process.execPath, [join(FIXTURES, 'unref.cjs'), PROCWARD, 'ref'])
+    const kept = await runFixture('unref.cjs', 'ref')
     const [, exitLine] = kept.stdout.trim().split('\n')
     expect(exitLine).toBe('exit 0')
     const t0 = Date.now()
-    const dropped = await run(process.execPath, [join(FIXTURES, 'unref.cjs'), PROCWARD, 'unref'])
+    const dropped = await runFixture('unref.cjs', 'unref')
     const childPid = Number(dropped.stdout.trim())
     // The child sleeps 30 s; node returned long before, and the child died
     // with it (parentDeathSignal), so nothing is left running.

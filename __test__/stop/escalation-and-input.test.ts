@@ -1,7 +1,6 @@
 // Stop-side hardening: a child that left its process group, out-of-range
 // durations, escalating a running stop, `pidReused`, and `undefined` in
 // optional fields.
-import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { beforeEach, describe, expect, it } from 'vitest'
 import { getProcessInfo, isProcessRunning, spawnSupervised, stopSupervisedProcess } from '../../index.js'
@@ -10,11 +9,13 @@ import {
   FIXTURES,
   firstLine,
   firstLineOf,
+  hasFreezer,
   isRoot,
   procState,
   reusePid,
   trackProcesses,
   waitFor,
+  withFreezer,
   zombieChildren,
 } from '../helpers'
 
@@ -179,15 +180,10 @@ describe('escalating a running stop', () => {
 
   it('a later call with a sooner bound ends the wait after SIGKILL sooner (unkillable)', async (ctx) => {
     // Frozen by the cgroup-v1 freezer, the child outlives SIGKILL until thawed.
-    const root = '/sys/fs/cgroup/freezer'
-    if (!isRoot || !existsSync(`${root}/cgroup.procs`)) return ctx.skip('needs root and the cgroup-v1 freezer')
-    const cg = `${root}/procward-hardening-${process.pid}`
-    mkdirSync(cg)
-    try {
+    if (!hasFreezer()) return ctx.skip('needs root and the cgroup-v1 freezer')
+    await withFreezer(async (freezer) => {
       const p = sup('sleep', ['100'])
-      writeFileSync(`${cg}/cgroup.procs`, String(p.pid))
-      writeFileSync(`${cg}/freezer.state`, 'FROZEN')
-      await waitFor(() => readFileSync(`${cg}/freezer.state`, 'utf8').trim() === 'FROZEN', 5000, 'the freeze')
+      await freezer.freeze(p.pid)
       const first = p.stop({ graceMs: 50, killTimeoutMs: 20_000 })
       await new Promise((r) => setTimeout(r, 200))
       const second = p.stop({ signal: 'SIGKILL', killTimeoutMs: 100 })
@@ -196,14 +192,10 @@ describe('escalating a running stop', () => {
       expect(a).toMatchObject({ outcome: 'unkillable', signals: ['SIGTERM', 'SIGKILL'], exit: null })
       expect(a.elapsedMs).toBeGreaterThanOrEqual(300)
       expect(a.elapsedMs).toBeLessThan(20_000)
-      writeFileSync(`${cg}/freezer.state`, 'THAWED')
+      freezer.thaw()
       await p.exited
       expect(procState(p.pid)).toBeNull()
-    } finally {
-      writeFileSync(`${cg}/freezer.state`, 'THAWED')
-      await waitFor(() => readFileSync(`${cg}/cgroup.procs`, 'utf8').trim() === '', 5000, 'the cgroup to empty')
-      rmdirSync(cg)
-    }
+    })
   })
 
   it('an escalating call with bad options rejects alone; the running stop goes on', async () => {

@@ -1,23 +1,27 @@
-import { execFile, spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { promisify } from 'node:util'
 import { describe, expect, it } from 'vitest'
 import { getProcessInfo, stopSupervisedProcess } from '../../index.js'
 import {
+  AS_NOBODY,
   aliveInProcTable,
+  announcedWorkers,
+  canUnsharePid,
   FIXTURES,
   firstLine,
   firstLineOf,
+  hasFreezer,
   isRoot,
+  NODE,
+  nodeThroughSetpriv,
+  outputLines,
+  PROCWARD,
+  pidNamespaceShell,
   procState,
   reusePid,
   trackProcesses,
   waitFor,
+  withFreezer,
 } from '../helpers'
-
-const PROCWARD = join(__dirname, '..', '..', 'index.js')
-const run = promisify(execFile)
 
 const { sup, others } = trackProcesses()
 
@@ -46,9 +50,7 @@ describe('our children', () => {
 
   it('kills a TERM-ignoring child and its whole group', async () => {
     const p = sup(join(FIXTURES, 'ignore-term.sh'), [], { stdio: ['ignore', 'pipe', 'inherit'] })
-    const [, ...members] = (await firstLineOf(p)).split(' ')
-    const pids = members.map(Number)
-    for (const m of pids) others.track(m)
+    const pids = await announcedWorkers(p, others)
     const r = await stopSupervisedProcess(p, { graceMs: 300 })
     expect(r).toMatchObject({ outcome: 'killed', signals: ['SIGTERM', 'SIGKILL'], exit: { signal: 'SIGKILL' } })
     expect(r.elapsedMs).toBeGreaterThanOrEqual(300)
@@ -144,17 +146,10 @@ describe('our children', () => {
   it('yields unkillable for a process that survives SIGKILL, within its bounds', async (ctx) => {
     // A task frozen by the cgroup-v1 freezer cannot act on SIGKILL until it
     // is thawed: the same as a process stuck in uninterruptible sleep.
-    const root = '/sys/fs/cgroup/freezer'
-    if (!isRoot || !existsSync(`${root}/cgroup.procs`)) {
-      return ctx.skip('needs root and the cgroup-v1 freezer')
-    }
-    const cg = `${root}/procward-test-${process.pid}`
-    mkdirSync(cg)
-    try {
+    if (!hasFreezer()) return ctx.skip('needs root and the cgroup-v1 freezer')
+    await withFreezer(async (freezer) => {
       const p = sup('sleep', ['100'])
-      writeFileSync(`${cg}/cgroup.procs`, String(p.pid))
-      writeFileSync(`${cg}/freezer.state`, 'FROZEN')
-      await waitFor(() => readFileSync(`${cg}/freezer.state`, 'utf8').trim() === 'FROZEN', 5000, 'the freeze')
+      await freezer.freeze(p.pid)
       const r = await p.stop({ graceMs: 100, killTimeoutMs: 200 })
       expect(r).toMatchObject({ outcome: 'unkillable', signals: ['SIGTERM', 'SIGKILL'], exit: null })
       // It waited out both bounds, and no more than them plus slack for a
@@ -163,22 +158,17 @@ describe('our children', () => {
       expect(r.elapsedMs).toBeLessThan(300 + 1000)
       expect(p.exitInfo).toBeNull()
       // Thawed, it dies of a pending signal and is reaped as usual.
-      writeFileSync(`${cg}/freezer.state`, 'THAWED')
+      freezer.thaw()
       const info = await p.exited
       expect(info.code).toBeNull()
       expect(['SIGKILL', 'SIGTERM']).toContain(info.signal)
       expect(procState(p.pid)).toBeNull()
-    } finally {
-      writeFileSync(`${cg}/freezer.state`, 'THAWED')
-      await waitFor(() => readFileSync(`${cg}/cgroup.procs`, 'utf8').trim() === '', 5000, 'the cgroup to empty')
-      rmdirSync(cg)
-    }
+    })
   })
 
   it('with group: false signals the leader only', async () => {
-    const p = sup(join(FIXTURES, 'group.sh'), [], { stdio: ['ignore', 'pipe', 'inherit'], killGroupOnExit: false })
-    const members = (await firstLineOf(p)).split(' ').map(Number)
-    for (const m of members) others.track(m)
+    const p = sup(join(FIXTURES, 'workers.sh'), [], { stdio: ['ignore', 'pipe', 'inherit'], killGroupOnExit: false })
+    const members = await announcedWorkers(p, others)
     const r = await p.stop({ group: false })
     expect(r.outcome).toBe('exited')
     for (const m of members) expect(aliveInProcTable(m)).toBe(true)
@@ -251,21 +241,12 @@ describe('bare pids', () => {
   it('rejects with EPERM for a process we may not signal', async (ctx) => {
     if (!isRoot) return ctx.skip('needs root to run a caller as nobody')
     const target = others.spawn('sleep', ['100'])
-    let out: string
-    try {
-      ;({ stdout: out } = await run('setpriv', [
-        '--reuid=65534',
-        '--regid=65534',
-        '--clear-groups',
-        process.execPath,
-        join(FIXTURES, 'as-nobody.cjs'),
-        PROCWARD,
-        'stopSupervisedProcess',
-        String(target.pid),
-      ]))
-    } catch (e) {
-      return ctx.skip(`cannot run node as nobody here: ${(e as Error).message.split('\n')[0]}`)
-    }
+    const out = await nodeThroughSetpriv(ctx, AS_NOBODY, [
+      join(FIXTURES, 'as-nobody.cjs'),
+      PROCWARD,
+      'stopSupervisedProcess',
+      String(target.pid),
+    ])
     const res = JSON.parse(out)
     expect(res.uid).toBe(65534)
     expect(res.error).toMatchObject({ code: 'EPERM' })
@@ -325,17 +306,8 @@ describe('bad input signals nothing', () => {
 
 describe('a bare-pid stop never reaches init, its caller or its kin', () => {
   const KIN = join(FIXTURES, 'stop-own-kin.cjs')
-  const node = JSON.stringify(process.execPath)
+  const node = JSON.stringify(NODE)
   const fixture = (which: string) => `${node} ${JSON.stringify(KIN)} ${JSON.stringify(PROCWARD)} ${which}`
-
-  /** Runs `sh -c script`; its stdout lines (a survivor echoes `alive`). */
-  async function lines(cmd: string, args: string[]): Promise<string[]> {
-    const p = others.spawn(cmd, args)
-    let out = ''
-    p.stdout?.on('data', (d) => (out += d))
-    await new Promise((r) => p.once('exit', r))
-    return out.trim().split('\n')
-  }
 
   function refused(line: string | undefined, target: number | string) {
     const said = JSON.parse(line ?? 'null')
@@ -345,40 +317,30 @@ describe('a bare-pid stop never reaches init, its caller or its kin', () => {
   }
 
   it('refuses its parent: nothing signalled', async () => {
-    const out = await lines('sh', ['-c', `${fixture('parent')}; echo alive`])
+    const out = await outputLines(others, 'sh', ['-c', `${fixture('parent')}; echo alive`])
     refused(out[0], JSON.parse(out[0] as string).target)
     expect(out[1]).toBe('alive')
   })
 
   it('refuses its grandparent: nothing signalled', async () => {
     const inner = `${fixture('grandparent')}; echo inner-alive`
-    const out = await lines('sh', ['-c', `sh -c ${JSON.stringify(inner)}; echo outer-alive`])
+    const out = await outputLines(others, 'sh', ['-c', `sh -c ${JSON.stringify(inner)}; echo outer-alive`])
     refused(out[0], JSON.parse(out[0] as string).target)
     expect(out.slice(1)).toEqual(['inner-alive', 'outer-alive'])
   })
 
   it('refuses a group stop of its own group: nothing signalled', async () => {
     // setsid: the shell leads a group of its own, which the fixture joins.
-    const out = await lines('setsid', ['sh', '-c', `${fixture('group')}; echo alive`])
+    const out = await outputLines(others, 'setsid', ['sh', '-c', `${fixture('group')}; echo alive`])
     refused(out[0], JSON.parse(out[0] as string).target)
     expect(out[1]).toBe('alive')
   })
 
-  const hasUnshare = isRoot && spawnSync('unshare', ['--pid', '--fork', '--mount-proc', 'true']).status === 0
-  it.skipIf(!hasUnshare)('refuses pid 1 (a plain stop, no group): nothing signalled', async () => {
+  it.skipIf(!canUnsharePid())('refuses pid 1 (a plain stop, no group): nothing signalled', async () => {
     // pid 1 of a fresh pid namespace is the shell; signals from inside the
     // namespace that it has no handler for are dropped by the kernel, so a
     // stop that was sent would report them (and would end a real init).
-    const out = await lines('unshare', [
-      '--pid',
-      '--fork',
-      '--mount-proc',
-      '--kill-child',
-      'setsid',
-      'sh',
-      '-c',
-      `${fixture('1')}; echo alive`,
-    ])
+    const out = await outputLines(others, ...pidNamespaceShell(`${fixture('1')}; echo alive`))
     refused(out[0], 1)
     expect(out[1]).toBe('alive')
   })

@@ -3,21 +3,17 @@
 // ('stop') or keeps it ('adopt'), and never runs a second one beside it.
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
-import { Supervisor, type SupervisorOptions } from '../../index.js'
-import { aliveInProcTable, FIXTURES, tempDirs, trackProcesses, waitFor } from '../helpers'
+import { describe, expect, it } from 'vitest'
+import type { SupervisorOptions } from '../../index.js'
+import { aliveInProcTable, FIXTURES, NODE, PROCWARD, tempDirs, trackProcesses, waitFor } from '../helpers'
+import { trackSupervisors } from './helpers'
 
 const { others } = trackProcesses()
 const tempDir = tempDirs('procward-killed-')
 
-const PROCWARD = join(__dirname, '..', '..', 'index.js')
-const NODE = process.execPath
 const KILLED = join(FIXTURES, 'supervisor-killed.cjs')
 
-const supervisors: Supervisor[] = []
-afterEach(async () => {
-  for (const s of supervisors.splice(0)) await s.stop({ signal: 'SIGKILL' }).catch(() => {})
-})
+const supervisor = trackSupervisors()
 
 /** Running processes whose command line is exactly `argv`. */
 function running(argv: string[]): number[] {
@@ -98,8 +94,7 @@ describe('a supervisor SIGKILLed during a restart', () => {
         // At most one daemon left by the dead supervisor.
         expect(left.length).toBeLessThanOrEqual(1)
 
-        const sup = new Supervisor(options as SupervisorOptions)
-        supervisors.push(sup)
+        const sup = supervisor(options as SupervisorOptions)
         const runningEvents: unknown[] = []
         sup.on('running', (e) => runningEvents.push(e))
         await sup.start()
@@ -146,8 +141,7 @@ describe('the takeover of a daemon that forked a worker away', () => {
 
   it("'adopt' keeps the daemon and the worker in its group: the worker is the daemon's, not a second daemon", async () => {
     const { options, worker, daemon, pids } = await predecessorWithWorker('adopt')
-    const sup = new Supervisor(options as SupervisorOptions)
-    supervisors.push(sup)
+    const sup = supervisor(options as SupervisorOptions)
     const takeovers: { action: string; pid: number }[] = []
     sup.on('takeover', (t) => takeovers.push(t))
     await sup.start()
@@ -188,8 +182,7 @@ describe('the takeover of a daemon that forked a worker away', () => {
 
   it("'stop' ends the daemon and the worker it left in its group", async () => {
     const { options, pids } = await predecessorWithWorker('stop')
-    const sup = new Supervisor({ ...(options as SupervisorOptions), command: 'sleep', args: ['1000'] })
-    supervisors.push(sup)
+    const sup = supervisor({ ...(options as SupervisorOptions), command: 'sleep', args: ['1000'] })
     await sup.start()
     await waitFor(() => pids.filter(aliveInProcTable).length === 0, 5000, 'daemon and worker to be ended')
   })

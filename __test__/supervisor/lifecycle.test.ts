@@ -3,23 +3,15 @@
 // 'running' event.
 import { chmodSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
-import { type SupervisedProcess, Supervisor, type SupervisorOptions } from '../../index.js'
+import { describe, expect, it } from 'vitest'
+import type { SupervisedProcess, Supervisor } from '../../index.js'
 import { procState, tempDirs, trackProcesses } from '../helpers'
+import { trackSupervisors } from './helpers'
 
 trackProcesses()
 const tempDir = tempDirs('procward-life-')
 
-const supervisors: Supervisor[] = []
-afterEach(async () => {
-  for (const s of supervisors.splice(0)) await s.stop({ signal: 'SIGKILL' }).catch(() => {})
-})
-
-function supervisor(options: SupervisorOptions): Supervisor {
-  const s = new Supervisor(options)
-  supervisors.push(s)
-  return s
-}
+const supervisor = trackSupervisors()
 
 type Seen = { event: string; data: unknown }
 function record(sup: Supervisor): Seen[] {

@@ -4,45 +4,34 @@
 // is byte for byte what the child wrote. Each supervisor runs in a process
 // of its own (supervisor-copy.cjs), whose fd 1 and 2 the test chooses.
 
-import type { ChildProcess } from 'node:child_process'
 import { closeSync, openSync, readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { aliveInProcTable, childrenOf, FIXTURES, sleep, tempDirs, trackProcesses, waitFor } from '../helpers'
+import {
+  aliveInProcTable,
+  childrenOf,
+  FIXTURES,
+  NODE,
+  PROCWARD,
+  sleep,
+  tempDirs,
+  trackProcesses,
+  waitFor,
+} from '../helpers'
+import { type EventLine, eventsOf, onStalledTerminal, SUPERVISOR_COPY } from './helpers'
 
 const { others } = trackProcesses()
 const tempDir = tempDirs('procward-copy-')
 
-const PROCWARD = join(__dirname, '..', '..', 'index.js')
-const NODE = process.execPath
-const COPY = join(FIXTURES, 'supervisor-copy.cjs')
 const BYTES = join(FIXTURES, 'output-bytes.cjs')
 const { payload } = createRequire(__filename)(BYTES) as { payload: () => Buffer }
 
-type Line = Record<string, unknown> & { event: string }
-
-/** The supervisor process's events (fd 3), as they come. */
-function eventsOf(proc: ChildProcess): Line[] {
-  const lines: Line[] = []
-  let buf = ''
-  proc.stdio[3]?.on('data', (d: Buffer) => {
-    buf += d
-    let nl = buf.indexOf('\n')
-    while (nl >= 0) {
-      lines.push(JSON.parse(buf.slice(0, nl)))
-      buf = buf.slice(nl + 1)
-      nl = buf.indexOf('\n')
-    }
-  })
-  return lines
-}
-
-const count = (lines: Line[], event: string) => lines.filter((l) => l.event === event).length
-const last = (lines: Line[], event: string) => lines.filter((l) => l.event === event).at(-1)
+const count = (lines: EventLine[], event: string) => lines.filter((l) => l.event === event).length
+const last = (lines: EventLine[], event: string) => lines.filter((l) => l.event === event).at(-1)
 
 function supervisorArgs(options: object): string[] {
-  return [COPY, PROCWARD, JSON.stringify(options)]
+  return [SUPERVISOR_COPY, PROCWARD, JSON.stringify(options)]
 }
 
 /** Resident set size of `pid`, in bytes. */
@@ -76,24 +65,14 @@ async function stalled(pid: number): Promise<number> {
 
 describe('the copy of a ready check stream', () => {
   it('never blocks the loop on a terminal nobody reads: a killed daemon is restarted, SIGTERM is heard', async () => {
-    // A pty whose reader never reads: python holds the master, the
-    // supervisor gets the slave as its stdout and stderr.
-    const holdPty = [
-      'import os, pty, subprocess, sys',
-      'm, s = pty.openpty()',
-      'p = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=s, stderr=s, pass_fds=(3,))',
-      'os.close(s)',
-      'sys.exit(p.wait())',
-    ].join('\n')
     const options = {
       command: 'sh',
       args: ['-c', 'echo ready; exec yes "a line the terminal never takes"'],
       ready: { stdout: 'ready' },
       handleSignals: true,
     }
-    const py = others.spawn('python3', ['-c', holdPty, NODE, ...supervisorArgs(options)], {
-      stdio: ['ignore', 'ignore', 'inherit', 'pipe'],
-    })
+    // Its stdout and stderr: a terminal nobody reads.
+    const py = onStalledTerminal(others, [NODE, ...supervisorArgs(options)])
     const lines = eventsOf(py)
     await waitFor(() => count(lines, 'started') === 1, 10_000, 'the supervisor to start')
     const supPid = last(lines, 'started')?.pid as number

@@ -5,31 +5,11 @@
 // daemon's workers behind). With 'inherit' only the child would have seen
 // EPIPE/SIGPIPE.
 import type { ChildProcess } from 'node:child_process'
-import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { CLI, NODE } from '../cli/cli-process'
-import { FIXTURES, trackProcesses, waitFor } from '../helpers'
+import { CLI, NODE, PROCWARD, trackProcesses, waitFor } from '../helpers'
+import { eventsOf, SUPERVISOR_COPY } from './helpers'
 
 const { others } = trackProcesses()
-const PROCWARD = join(__dirname, '..', '..', 'index.js')
-const COPY = join(FIXTURES, 'supervisor-copy.cjs')
-
-type Line = Record<string, unknown> & { event: string }
-
-function eventsOf(proc: ChildProcess): Line[] {
-  const lines: Line[] = []
-  let buf = ''
-  proc.stdio[3]?.on('data', (d: Buffer) => {
-    buf += d
-    let nl = buf.indexOf('\n')
-    while (nl >= 0) {
-      lines.push(JSON.parse(buf.slice(0, nl)))
-      buf = buf.slice(nl + 1)
-      nl = buf.indexOf('\n')
-    }
-  })
-  return lines
-}
 
 const exitOf = (proc: ChildProcess) =>
   new Promise<{ code: number | null; signal: string | null }>((resolve) => {
@@ -45,7 +25,7 @@ describe('EPIPE on our own stdout/stderr', () => {
       ready: { stdout: 'ready' },
       restart: 'never',
     }
-    const proc = others.spawn(NODE, [COPY, PROCWARD, JSON.stringify(options)], {
+    const proc = others.spawn(NODE, [SUPERVISOR_COPY, PROCWARD, JSON.stringify(options)], {
       stdio: ['ignore', 'pipe', 'ignore', 'pipe'],
     })
     const lines = eventsOf(proc)

@@ -1,16 +1,8 @@
-// With a line ready check and no 'stdout' listener, the daemon's output is
-// copied to our fd 1. If fd 1 is a terminal whose reader has stopped
-// (Ctrl-S, a frozen terminal emulator, a pty nobody reads), the copy must
-// not keep the application alive once stop() has resolved: with stdio
-// 'inherit' (what the copy stands in for) only the daemon would block, and
-// it is gone after stop(). (A write blocked in the threadpool would hold
-// the loop for good.)
-import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { trackProcesses, waitFor } from '../helpers'
+import { NODE, PROCWARD, trackProcesses, waitFor } from '../helpers'
+import { onStalledTerminal } from './helpers'
 
 const { others } = trackProcesses()
-const PROCWARD = join(__dirname, '..', '..', 'index.js')
 
 describe('the copy to a stalled terminal', () => {
   it('once stop() has resolved, nothing of the copy keeps the process alive', async () => {
@@ -26,16 +18,7 @@ describe('the copy to a stalled terminal', () => {
       // Long enough for the terminal to be full and a write to be blocked.
       "sup.start().then(() => setTimeout(() => sup.stop().then(() => say('stopped')), 1000))",
     ].join('\n')
-    const holdPty = [
-      'import os, pty, subprocess, sys',
-      'm, s = pty.openpty()',
-      'p = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=s, stderr=s, pass_fds=(3,))',
-      'os.close(s)',
-      'sys.exit(p.wait())',
-    ].join('\n')
-    const py = others.spawn('python3', ['-c', holdPty, process.execPath, '-e', app], {
-      stdio: ['ignore', 'ignore', 'inherit', 'pipe'],
-    })
+    const py = onStalledTerminal(others, [NODE, '-e', app])
     let events = ''
     py.stdio[3]?.on('data', (d) => (events += d))
     let exited = false

@@ -5,23 +5,15 @@
 import { spawnSync } from 'node:child_process'
 import { readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
-import { readSupervisorState, Supervisor, type SupervisorOptions } from '../../index.js'
+import { describe, expect, it } from 'vitest'
+import type { readSupervisorState, Supervisor } from '../../index.js'
 import { tempDirs, trackProcesses, waitFor } from '../helpers'
+import { recordWhen, trackSupervisors } from './helpers'
 
 const { others } = trackProcesses()
 const tempDir = tempDirs('procward-records-')
 
-const supervisors: Supervisor[] = []
-afterEach(async () => {
-  for (const s of supervisors.splice(0)) await s.stop({ signal: 'SIGKILL' }).catch(() => {})
-})
-
-function supervisor(options: SupervisorOptions): Supervisor {
-  const s = new Supervisor(options)
-  supervisors.push(s)
-  return s
-}
+const supervisor = trackSupervisors()
 
 /** A pid that ran and has exited (reaped). */
 function deadPid(): number {
@@ -68,19 +60,6 @@ type Rec = NonNullable<ReturnType<typeof readSupervisorState>> & {
   lastExit: { pid: number; at?: string } | null
 }
 
-async function recordWhen(stateFile: string, cond: (r: Rec) => boolean, what: string): Promise<Rec> {
-  let r: Rec | null = null
-  await waitFor(
-    () => {
-      r = readSupervisorState(stateFile) as Rec | null
-      return r !== null && cond(r)
-    },
-    10_000,
-    what,
-  )
-  return r as unknown as Rec
-}
-
 const isoTime = expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
 
 describe('the record a service manager and an application read', () => {
@@ -90,7 +69,7 @@ describe('the record a service manager and an application read', () => {
     await sup.start()
     const first = sup.status().pid as number
     expect((sup as unknown as { setMeta(m: object): boolean }).setMeta({ port: 4242, tags: ['a'] })).toBe(true)
-    let r = await recordWhen(stateFile, (r) => r.meta !== null && r.meta !== undefined, 'meta in the record')
+    let r = await recordWhen<Rec>(stateFile, (r) => r.meta !== null && r.meta !== undefined, 'meta in the record')
     expect(r).toMatchObject({
       meta: { port: 4242, tags: ['a'] },
       child: { pid: first, readyAt: isoTime, status: null },
@@ -100,11 +79,11 @@ describe('the record a service manager and an application read', () => {
 
     process.kill(first, 'SIGKILL')
     // The record that reports the exit no longer advertises the meta.
-    r = await recordWhen(stateFile, (r) => r.lastExit?.pid === first, 'the record of the exit')
+    r = await recordWhen<Rec>(stateFile, (r) => r.lastExit?.pid === first, 'the record of the exit')
     expect(r.meta).toBeNull()
     expect(r.lastExit).toEqual({ pid: first, code: null, signal: 'SIGKILL', at: isoTime })
     // Nor does the record of the next child, until it is set again.
-    r = await recordWhen(stateFile, (r) => r.state === 'running' && r.child?.pid !== first, 'the next child')
+    r = await recordWhen<Rec>(stateFile, (r) => r.state === 'running' && r.child?.pid !== first, 'the next child')
     expect(r.meta).toBeNull()
     expect(Date.parse(r.child?.readyAt as string)).toBeGreaterThanOrEqual(Date.parse(r.lastExit?.at as string))
   })

@@ -1,15 +1,7 @@
-// handleSignals re-raises a signal once the supervisors are stopped unless
-// the application has its own listener for it. The most common graceful
-// shutdown, `process.once(sig, ...)` registered before start(), counts as
-// one: Node removes a once-wrapper before calling it, so procward must look
-// before that (it runs first), or it would kill the process in the middle
-// of the application's shutdown.
-import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { trackProcesses, waitFor } from '../helpers'
+import { PROCWARD, trackProcesses, waitFor } from '../helpers'
 
 const { others } = trackProcesses()
-const PROCWARD = join(__dirname, '..', '..', 'index.js')
 
 describe("handleSignals and the application's own once-listener", () => {
   it("an app's process.once('SIGTERM') listener still wins: no re-raise, its shutdown completes", async () => {

@@ -3,18 +3,16 @@
 // recorded. Real files, a real supervisor, real cgroups where there are any.
 import { chmodSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import * as procward from '../../index.js'
-import { cgroupSupport, readSupervisorState, Supervisor, type SupervisorStateRecord } from '../../index.js'
+import { cgroupSupport, readSupervisorState, type SupervisorStateRecord } from '../../index.js'
 import { aliveInProcTable, tempDirs, trackProcesses, waitFor } from '../helpers'
+import { trackSupervisors } from './helpers'
 
 trackProcesses()
 
 const tempDir = tempDirs('procward-record-')
-const supervisors: Supervisor[] = []
-afterEach(async () => {
-  for (const s of supervisors.splice(0)) await s.stop({ signal: 'SIGKILL' }).catch(() => {})
-})
+const supervisor = trackSupervisors()
 
 function record(child: { pid: number; running: boolean } | null, supervisorPid = 999_999): SupervisorStateRecord {
   return {
@@ -56,8 +54,7 @@ function file(mode = 0o600): string {
 describe('distrustSupervisorState', () => {
   it('trusts a live supervisor’s own record, and names its child running', async () => {
     const stateFile = join(tempDir(), 'state.json')
-    const sup = new Supervisor({ command: 'sleep', args: ['100'], stateFile })
-    supervisors.push(sup)
+    const sup = supervisor({ command: 'sleep', args: ['100'], stateFile })
     await sup.start()
     const pid = sup.status().pid as number
     let r: SupervisorStateRecord | null = null

@@ -2,7 +2,7 @@ import type { ChildProcess } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import {
   getProcessInfo,
   readSupervisorState,
@@ -14,54 +14,31 @@ import {
 } from '../../index.js'
 import {
   aliveInProcTable,
+  askDaemon,
   FIXTURES,
   freePort,
+  NODE,
+  PROCWARD,
   procState,
   sleep,
   taggedProcesses,
   tempDirs,
+  thrown,
   trackProcesses,
   waitFor,
 } from '../helpers'
+import { recordWhen, trackSupervisors } from './helpers'
 
 const { others } = trackProcesses()
 
 const DAEMON = join(FIXTURES, 'http-daemon.cjs')
 const SUPERVISOR_PROCESS = join(FIXTURES, 'supervisor-process.cjs')
-const PROCWARD = join(__dirname, '..', '..', 'index.js')
-const NODE = process.execPath
 
 // ---- helpers --------------------------------------------------------------------
 
-const supervisors: Supervisor[] = []
 const tempDir = tempDirs('procward-sup-')
-
 /** Every supervisor a test makes is stopped after it (before the leak check). */
-function supervisor(options: SupervisorOptions): Supervisor {
-  const s = new Supervisor(options)
-  supervisors.push(s)
-  return s
-}
-
-afterEach(async () => {
-  for (const s of supervisors.splice(0)) await s.stop({ signal: 'SIGKILL' }).catch(() => {})
-})
-
-/** What the daemon on `port` says about itself, or null when nothing answers. */
-function get(port: number): Promise<{ pid: number; args: string[] } | null> {
-  return new Promise((resolve) => {
-    const req = http.get({ host: '127.0.0.1', port, path: '/', agent: false }, (res) => {
-      let body = ''
-      res.on('data', (d) => (body += d))
-      res.on('end', () => resolve(JSON.parse(body)))
-    })
-    req.on('error', () => resolve(null))
-    req.setTimeout(2000, () => {
-      req.destroy()
-      resolve(null)
-    })
-  })
-}
+const supervisor = trackSupervisors()
 
 function daemon(port: number, ...extra: string[]): Pick<SupervisorOptions, 'command' | 'args'> {
   return { command: NODE, args: [DAEMON, '--port', String(port), ...extra] }
@@ -138,7 +115,7 @@ describe('restart on crash', () => {
     })
     await sup.start()
     const first = sup.child?.pid as number
-    expect((await get(port))?.pid).toBe(first)
+    expect((await askDaemon(port))?.pid).toBe(first)
 
     process.kill(first, 'SIGKILL')
     const ready = nextEvent(sup, 'ready')
@@ -150,7 +127,7 @@ describe('restart on crash', () => {
     expect(reapedAtExit).toBeNull()
     const second = sup.child?.pid as number
     expect(second).not.toBe(first)
-    expect((await get(port))?.pid).toBe(second)
+    expect((await askDaemon(port))?.pid).toBe(second)
     expect(sup.status()).toMatchObject({ state: 'running', pid: second, restarts: 1, adopted: false })
     expect(sup.status().lastExit).toEqual({ pid: first, code: null, signal: 'SIGKILL' })
   })
@@ -217,7 +194,7 @@ describe('ready', () => {
     // Far more than a pipe holds (64 KiB): written synchronously by the
     // daemon, so a pipe nobody drained would have stopped it dead.
     await waitFor(() => lines > 2000, 10_000, 'lines to keep flowing')
-    expect((await get(port))?.pid).toBe(sup.child?.pid)
+    expect((await askDaemon(port))?.pid).toBe(sup.child?.pid)
   })
 
   it('by notifyFd', async () => {
@@ -225,7 +202,7 @@ describe('ready', () => {
     const sup = supervisor({ ...daemon(port, '--notify-fd', '3'), ready: { notifyFd: 3 } })
     await sup.start()
     // The daemon notifies once it listens: serving at the moment of ready.
-    expect((await get(port))?.pid).toBe(sup.child?.pid)
+    expect((await askDaemon(port))?.pid).toBe(sup.child?.pid)
   })
 
   it('by a function, which gets the child and an AbortSignal', async () => {
@@ -236,12 +213,12 @@ describe('ready', () => {
       ready: async (child, signal) => {
         got = child
         expect(signal).toBeInstanceOf(AbortSignal)
-        while ((await get(port)) === null) await sleep(5)
+        while ((await askDaemon(port)) === null) await sleep(5)
       },
     })
     await sup.start()
     expect(got).toBe(sup.child)
-    expect((await get(port))?.pid).toBe(sup.child?.pid)
+    expect((await askDaemon(port))?.pid).toBe(sup.child?.pid)
   })
 
   it('a child that never gets ready times out, and that counts as a crash', async () => {
@@ -294,7 +271,7 @@ describe('restart() and stop()', () => {
     await sup.start()
     const old = sup.child?.pid as number
     await sup.restart({ args: [DAEMON, '--port', String(port), 'second'] })
-    const now = await get(port)
+    const now = await askDaemon(port)
     expect(now?.pid).not.toBe(old)
     expect(now?.args).toContain('second')
     expect(procState(old)).toBeNull()
@@ -325,7 +302,7 @@ describe('restart() and stop()', () => {
     expect(sup.child).toBeNull()
     await sleep(300)
     expect(names(seen).filter((n) => n === 'spawn')).toHaveLength(1)
-    expect(await get(port)).toBeNull()
+    expect(await askDaemon(port)).toBeNull()
   })
 
   it('stop() while starting: start() rejects, the child is gone, no restart later', async () => {
@@ -442,12 +419,7 @@ describe('options', () => {
     ]
     const before = taggedProcesses(others.tag).length
     for (const [options, name, code] of bad) {
-      let err: { name?: string; code?: string } | null = null
-      try {
-        new Supervisor(options as SupervisorOptions)
-      } catch (e) {
-        err = e as Error
-      }
+      const err = thrown(() => new Supervisor(options as SupervisorOptions))
       expect(err, JSON.stringify(options)).toMatchObject({ name, code })
     }
     expect(taggedProcesses(others.tag).length).toBe(before)
@@ -524,21 +496,27 @@ describe('handleSignals', () => {
 
 // ---- the state file, exclusivity, takeover -----------------------------------------
 
-/** The record, once `cond` holds for it. */
-async function recordWhen(
+/**
+ * SIGKILLs the supervisor process once its record was rewritten `ms` after
+ * the child started (its aliveAt then vouches for the workers started
+ * before). The leader dies with it (parentDeathSignal); its workers do not.
+ */
+async function killedOnceRecorded(
+  p: SupervisorProcess,
   stateFile: string,
-  cond: (r: NonNullable<ReturnType<typeof readSupervisorState>>) => boolean,
-  what: string,
-) {
-  await waitFor(
-    () => {
-      const r = readSupervisorState(stateFile)
-      return r !== null && cond(r)
-    },
-    10_000,
-    what,
+  ms: number,
+  leader: number,
+  workers: number[],
+): Promise<void> {
+  await recordWhen(
+    stateFile,
+    (r) => Date.parse(r.child?.aliveAt ?? '') - Date.parse(r.child?.startedAt ?? '') >= ms,
+    'the refreshed record',
   )
-  return readSupervisorState(stateFile) as NonNullable<ReturnType<typeof readSupervisorState>>
+  p.proc.kill('SIGKILL')
+  await p.exited
+  await waitFor(() => !aliveInProcTable(leader), 5000, 'the leader to die with its supervisor')
+  for (const w of workers) expect(aliveInProcTable(w)).toBe(true)
 }
 
 /** Starts a supervisor process, waits until it is ready, SIGKILLs it. Returns its last status. */
@@ -618,7 +596,7 @@ describe('stateFile', () => {
     // Free at once: no waiting for a timeout or a heartbeat.
     await second.start()
     expect(second.state).toBe('running')
-    expect((await get(port))?.pid).toBe(second.child?.pid)
+    expect((await askDaemon(port))?.pid).toBe(second.child?.pid)
   })
 })
 
@@ -630,7 +608,7 @@ describe('takeover', () => {
     const { child: orphan } = await predecessorDies(options)
     others.track(orphan)
     // The orphan outlived its supervisor and still serves.
-    expect((await get(port))?.pid).toBe(orphan)
+    expect((await askDaemon(port))?.pid).toBe(orphan)
 
     const sup = supervisor(options as SupervisorOptions)
     const seen = record(sup)
@@ -643,7 +621,7 @@ describe('takeover', () => {
       suspects: [],
     })
     expect(aliveInProcTable(orphan)).toBe(false)
-    expect((await get(port))?.pid).toBe(sup.child?.pid)
+    expect((await askDaemon(port))?.pid).toBe(sup.child?.pid)
   })
 
   it('a record naming a pid now held by an unrelated process leaves that process untouched', async () => {
@@ -716,7 +694,7 @@ describe('takeover', () => {
     expect(sup.state).toBe('running')
     expect(sup.child).toBeNull()
     expect(sup.status()).toMatchObject({ pid: orphan, adopted: true })
-    expect((await get(port))?.pid).toBe(orphan)
+    expect((await askDaemon(port))?.pid).toBe(orphan)
     // Ours now (the predecessor's record named the same child).
     const r = await recordWhen(stateFile, (r) => r.supervisor.pid === process.pid, 'the adopted record')
     expect(r).toMatchObject({ state: 'running', child: { pid: orphan, running: true } })
@@ -730,7 +708,7 @@ describe('takeover', () => {
     // reaped), where the kernel gives it.
     expect(exit?.data).toMatchObject({ pid: orphan, expected: false })
     expect(names(seen)).toEqual(['takeover', 'exit', 'restart', 'spawn', 'ready'])
-    expect((await get(port))?.pid).toBe(sup.child?.pid)
+    expect((await askDaemon(port))?.pid).toBe(sup.child?.pid)
     expect(sup.status().adopted).toBe(false)
   })
 
@@ -774,15 +752,7 @@ http {
     await waitFor(() => workersOf(master).length === 2, 5000, 'two nginx workers')
     const workers = workersOf(master)
     for (const w of workers) others.track(w)
-    await recordWhen(
-      options.stateFile,
-      (r) => Date.parse(r.child?.aliveAt ?? '') - Date.parse(r.child?.startedAt ?? '') >= 100,
-      'the refreshed record',
-    )
-    p.proc.kill('SIGKILL')
-    await p.exited
-    await waitFor(() => !aliveInProcTable(master), 5000, 'the master to die with its supervisor')
-    for (const w of workers) expect(aliveInProcTable(w)).toBe(true)
+    await killedOnceRecorded(p, options.stateFile, 100, master, workers)
 
     const sup = supervisor(options)
     const seen = record(sup)
@@ -828,16 +798,7 @@ http {
     expect(workers).toHaveLength(2)
     for (const w of workers) others.track(w)
     const sameName = others.spawn('sleep', ['1000'])
-    await recordWhen(
-      stateFile,
-      (r) => Date.parse(r.child?.aliveAt ?? '') - Date.parse(r.child?.startedAt ?? '') >= 50,
-      'the refreshed record',
-    )
-    p.proc.kill('SIGKILL')
-    await p.exited
-    // The leader died with its supervisor (parentDeathSignal); its workers did not.
-    await waitFor(() => !aliveInProcTable(leader), 5000, 'the leader to die')
-    for (const w of workers) expect(aliveInProcTable(w)).toBe(true)
+    await killedOnceRecorded(p, stateFile, 50, leader, workers)
 
     const sup = supervisor(options as SupervisorOptions)
     const seen = record(sup)

@@ -24,19 +24,28 @@ import {
   Supervisor,
   type SupervisorOptions,
 } from '../../index.js'
-import { aliveInProcTable, FIXTURES, freePort, isRoot, tempDirs, trackProcesses, waitFor } from '../helpers'
+import {
+  aliveInProcTable,
+  CLI,
+  canUnsharePid,
+  FIXTURES,
+  freePort,
+  isRoot,
+  NODE,
+  outputLines,
+  PROCWARD,
+  pidNamespaceShell,
+  tempDirs,
+  trackProcesses,
+  waitFor,
+} from '../helpers'
 
 const { sup, others } = trackProcesses()
 
-const PROCWARD = join(__dirname, '..', '..', 'index.js')
-const CLI = join(__dirname, '..', '..', 'bin', 'procward.js')
-const NODE = process.execPath
 const DAEMON = join(FIXTURES, 'http-daemon.cjs')
 const tempDir = tempDirs('procward-hard-sup-')
 
 // ---- pid 1 ------------------------------------------------------------------------
-
-const hasUnshare = isRoot && spawnSync('unshare', ['--pid', '--fork', '--mount-proc', 'true']).status === 0
 
 /**
  * Runs fixtures/pid-one.cjs `mode` in a new pid namespace whose pid 1 (a
@@ -52,44 +61,32 @@ async function inPidNamespace(...args: string[]): Promise<{ said: Record<string,
     'if kill -0 $V 2>/dev/null; then echo victim-alive; else echo victim-killed; fi',
     'kill -9 $V 2>/dev/null; wait',
   ].join('\n')
-  const p = others.spawn('unshare', [
-    '--pid',
-    '--fork',
-    '--mount-proc',
-    '--kill-child',
-    'setsid',
-    'sh',
-    '-c',
-    script,
-    'sh',
-    NODE,
-    join(FIXTURES, 'pid-one.cjs'),
-    PROCWARD,
-    ...args,
-  ])
-  let out = ''
-  p.stdout?.on('data', (d) => (out += d))
-  await new Promise((r) => p.once('exit', r))
-  const lines = out.trim().split('\n')
+  const lines = await outputLines(
+    others,
+    ...pidNamespaceShell(script, 'sh', NODE, join(FIXTURES, 'pid-one.cjs'), PROCWARD, ...args),
+  )
   return { said: JSON.parse(lines[0] ?? 'null'), victim: lines[lines.length - 1] ?? '' }
 }
 
 describe('pid 1', () => {
-  it.skipIf(!hasUnshare)('stopSupervisedProcess(1, { group: true }) is refused: killpg(1) is kill(-1)', async () => {
-    const { said, victim } = await inPidNamespace('stop')
-    // Refused as pid 1 (init), group or not, before any signal.
-    expect(said).toEqual({ error: 'ERR_OUT_OF_RANGE' })
-    expect(victim).toBe('victim-alive')
-  })
+  it.skipIf(!canUnsharePid())(
+    'stopSupervisedProcess(1, { group: true }) is refused: killpg(1) is kill(-1)',
+    async () => {
+      const { said, victim } = await inPidNamespace('stop')
+      // Refused as pid 1 (init), group or not, before any signal.
+      expect(said).toEqual({ error: 'ERR_OUT_OF_RANGE' })
+      expect(victim).toBe('victim-alive')
+    },
+  )
 
-  it.skipIf(!hasUnshare)('a stateFile record naming pid 1 is never acted on; the supervisor serves', async () => {
+  it.skipIf(!canUnsharePid())('a stateFile record naming pid 1 is never acted on; the supervisor serves', async () => {
     const { said, victim } = await inPidNamespace('supervisor', join(tempDir(), 'state.json'))
     // Warned (not 'takeover'), and serving with its own child.
     expect((said.events as string[]).sort()).toEqual(['spawn', 'warning PROCWARD_STATE_FILE'])
     expect(victim).toBe('victim-alive')
   })
 
-  it.skipIf(!hasUnshare)('procward stop on a state file naming pid 1 refuses, exit 1', async () => {
+  it.skipIf(!canUnsharePid())('procward stop on a state file naming pid 1 refuses, exit 1', async () => {
     const { said, victim } = await inPidNamespace('cli-stop', join(tempDir(), 'state.json'), CLI)
     expect(said).toMatchObject({ status: 1, stderr: expect.stringContaining('pid 1') })
     expect(victim).toBe('victim-alive')
@@ -202,6 +199,17 @@ describe('a stateFile someone else could have written', () => {
 
 // ---- ready by port -------------------------------------------------------------------
 
+/** A supervisor of `sh -c script` with a ready check on `port` reaches 'running' (stopped after). */
+async function runsOnceListening(port: number, script: string): Promise<void> {
+  const s = new Supervisor({ command: 'sh', args: ['-c', script], ready: { port }, readyTimeoutMs: 20_000 })
+  try {
+    await s.start()
+    expect(s.state).toBe('running')
+  } finally {
+    await s.stop()
+  }
+}
+
 describe('ready by port', () => {
   it('a stale listener on the port (not the child) never makes the child ready', async () => {
     const port = await freePort()
@@ -230,39 +238,20 @@ describe('ready by port', () => {
   it('a listener the child had started outside its group (a proxy, as docker run -p has) counts', async () => {
     const port = await freePort()
     const pidFile = join(tempDir(), 'proxy.pid')
-    const s = new Supervisor({
-      command: 'sh',
+    try {
       // The listener runs in a session of its own, as docker-proxy runs
       // under dockerd: not in the child's group.
-      args: ['-c', `setsid ${NODE} ${DAEMON} --port ${port} & echo $! > ${pidFile}; exec sleep 1000`],
-      ready: { port },
-      readyTimeoutMs: 20_000,
-    })
-    try {
-      await s.start()
-      expect(s.state).toBe('running')
+      await runsOnceListening(port, `setsid ${NODE} ${DAEMON} --port ${port} & echo $! > ${pidFile}; exec sleep 1000`)
     } finally {
-      await s.stop()
       others.track(Number(readFileSync(pidFile, 'utf8')))
     }
   })
 
   it("a listener in the child's group (not the leader) counts", async () => {
     const port = await freePort()
-    const s = new Supervisor({
-      // dash and bash fork for a command followed by another: the daemon is
-      // a member of the shell's group, not its leader.
-      command: 'sh',
-      args: ['-c', `${NODE} ${DAEMON} --port ${port}; exit 0`],
-      ready: { port },
-      readyTimeoutMs: 20_000,
-    })
-    try {
-      await s.start()
-      expect(s.state).toBe('running')
-    } finally {
-      await s.stop()
-    }
+    // dash and bash fork for a command followed by another: the daemon is
+    // a member of the shell's group, not its leader.
+    await runsOnceListening(port, `${NODE} ${DAEMON} --port ${port}; exit 0`)
   })
 })
 
@@ -409,7 +398,7 @@ describe('verbs racing each other', () => {
 })
 
 describe('stateFile writes that fail', () => {
-  it.skipIf(!hasUnshare)('ENOSPC: warned once, and the record catches up once there is room again', async () => {
+  it.skipIf(!canUnsharePid())('ENOSPC: warned once, and the record catches up once there is room again', async () => {
     const dir = tempDir()
     const p = others.spawn('unshare', [
       '--mount',

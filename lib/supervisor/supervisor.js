@@ -251,11 +251,9 @@ class Supervisor extends EventEmitter {
    */
   setMeta(meta) {
     const value = checkMeta(meta)
-    const run = this.#liveRun()
-    if (run === null) return false
-    run.meta = value
-    this.#writeState()
-    return true
+    return this.#recordOnRun((run) => {
+      run.meta = value
+    })
   }
 
   /**
@@ -265,10 +263,17 @@ class Supervisor extends EventEmitter {
    */
   setChildStatus(text) {
     const value = checkChildStatus(text)
+    return this.#recordOnRun((run) => {
+      run.status = value
+      this.#manager?.childStatus(value)
+    })
+  }
+
+  /** Applies `change` to the running child's run and records it; false when no child runs. */
+  #recordOnRun(change) {
     const run = this.#liveRun()
     if (run === null) return false
-    run.status = value
-    this.#manager?.childStatus(value)
+    change(run)
     this.#writeState()
     return true
   }
