@@ -169,8 +169,7 @@ describe('the takeover of a daemon that forked a worker away', () => {
     await predecessorDiesAt('first-spawn', options)
     await waitFor(() => running(worker).length === 1 && running(daemon).length === 1, 5000, 'daemon and worker')
     for (const pid of [...running(worker), ...running(daemon)]) others.track(pid)
-    const sup = new Supervisor(options as SupervisorOptions)
-    supervisors.push(sup)
+    const sup = supervisor(options as SupervisorOptions)
     const takeovers: { action: string; pid: number }[] = []
     sup.on('takeover', (t) => takeovers.push(t))
     await sup.start()
