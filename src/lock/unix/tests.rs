@@ -376,34 +376,44 @@ fn open_err(r: Result<LockFile, OpenError>) -> OpenError {
     }
 }
 
-/// A waiter blocked on a file that is then replaced (an editor's atomic
-/// save) or removed must not take the lock on the orphan when its holder
-/// lets go: it would hold a lock nobody else can see.
+/// Replaces the file `path` names with a new empty one (an editor's atomic
+/// save), or removes it.
+fn replace_or_remove(path: &Path, how: &str) {
+    if how == "rename" {
+        let new = path.with_extension("new");
+        std::fs::write(&new, b"").unwrap();
+        std::fs::rename(&new, path).unwrap();
+    } else {
+        std::fs::remove_file(path).unwrap();
+    }
+}
+
+/// `got` was taken on the file `path` names now, and holds it.
+fn holds_what_the_path_names(path: &Path, got: &Acquired, how: &str) {
+    assert!(
+        acquire(path).is_none(),
+        "{how}: the lock is not on the file the path names"
+    );
+    assert_eq!(std::fs::read_to_string(path).unwrap(), got.record);
+}
+
+/// A waiter blocked on a file that is then replaced or removed must not
+/// take the lock on the orphan when its holder lets go: it would hold a
+/// lock nobody else can see.
 #[test]
 fn a_waiter_never_ends_on_a_replaced_or_removed_file() {
     for how in ["rename", "unlink"] {
-        let dir = scratch(&format!("replaced-{how}"));
-        let path = dir.join("l");
+        let path = scratch(&format!("replaced-{how}")).join("l");
         let mut holder = acquire(&path).unwrap();
         let (mut waiter, rx) = start_wait(&path);
         std::thread::sleep(Duration::from_millis(20));
-        if how == "rename" {
-            let new = dir.join("l.new");
-            std::fs::write(&new, b"").unwrap();
-            std::fs::rename(&new, &path).unwrap();
-        } else {
-            std::fs::remove_file(&path).unwrap();
-        }
+        replace_or_remove(&path, how);
         holder.lock.release();
         let WaitEnd::Acquired(got) = rx.recv_timeout(LONG).unwrap() else {
             panic!("{how}: expected the lock")
         };
         waiter.join();
-        assert!(
-            acquire(&path).is_none(),
-            "{how}: the waiter holds the file the path names"
-        );
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), got.record);
+        holds_what_the_path_names(&path, &got, how);
     }
 }
 
@@ -412,24 +422,13 @@ fn a_waiter_never_ends_on_a_replaced_or_removed_file() {
 #[test]
 fn an_acquire_never_ends_on_a_replaced_or_removed_file() {
     for how in ["rename", "unlink"] {
-        let dir = scratch(&format!("replaced-try-{how}"));
-        let path = dir.join("l");
+        let path = scratch(&format!("replaced-try-{how}")).join("l");
         let file = open(&path);
-        if how == "rename" {
-            let new = dir.join("l.new");
-            std::fs::write(&new, b"").unwrap();
-            std::fs::rename(&new, &path).unwrap();
-        } else {
-            std::fs::remove_file(&path).unwrap();
-        }
+        replace_or_remove(&path, how);
         let Try::Acquired(got) = try_acquire(file, None).unwrap() else {
             panic!("{how}: expected the lock")
         };
-        assert!(
-            acquire(&path).is_none(),
-            "{how}: held on what the path names"
-        );
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), got.record);
+        holds_what_the_path_names(&path, &got, how);
     }
 }
 
