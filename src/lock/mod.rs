@@ -13,10 +13,12 @@ mod windows;
 use windows as imp;
 
 pub use imp::{
-    holder_running, read, try_acquire, wait, HeldLock, LockFile, Waiter, READ_CALL, THREAD_CALL,
+    holder_running, read, try_acquire, wait, HeldLock, LockFile, READ_CALL, THREAD_CALL,
 };
 
 use std::io;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
 
 #[derive(Debug)]
 pub enum OpenError {
@@ -104,4 +106,88 @@ pub enum Cancel {
     Cancelled,
     /// The waiter already has the lock (or failed); its end says which.
     TooLate,
+}
+
+// ---- waiting ------------------------------------------------------------------------
+
+/// Where a wait stands. Cancellation and the grant race, and one mutex
+/// decides: whichever leaves `Waiting` first wins; a grant that loses is
+/// let go before the wait ends `Cancelled`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Waiting,
+    Cancelled,
+    /// The waiter has the lock (or failed): a cancel comes too late.
+    Done,
+}
+
+/// How a cancel reaches a waiter thread blocked in the kernel (Unix: a
+/// signal, while the thread is registered for one; Windows: an event it
+/// waits on). Called under the state's mutex.
+trait Interrupt {
+    fn interrupt(&self);
+}
+
+struct WaitState {
+    phase: Phase,
+    interrupt: imp::Interrupter,
+}
+
+type Shared = Mutex<WaitState>;
+
+fn lock_state(shared: &Shared) -> MutexGuard<'_, WaitState> {
+    shared.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A wait in progress on a thread of its own.
+pub struct Waiter {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Waiter {
+    /// `spawn` starts the waiter thread on the state it shares with us.
+    fn start(
+        interrupt: imp::Interrupter,
+        spawn: impl FnOnce(Arc<Shared>) -> io::Result<JoinHandle<()>>,
+    ) -> io::Result<Waiter> {
+        let shared = Arc::new(Mutex::new(WaitState {
+            phase: Phase::Waiting,
+            interrupt,
+        }));
+        let thread = spawn(shared.clone())?;
+        Ok(Waiter {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn cancel(&self) -> Cancel {
+        let mut st = lock_state(&self.shared);
+        match st.phase {
+            Phase::Waiting => {
+                st.phase = Phase::Cancelled;
+                st.interrupt.interrupt();
+                Cancel::Cancelled
+            }
+            Phase::Cancelled => Cancel::Cancelled,
+            Phase::Done => Cancel::TooLate,
+        }
+    }
+
+    /// Waits for the thread to exit. Call it once `done` has run: the
+    /// thread has then nothing left to do but return.
+    pub fn join(&mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Waiter {
+    /// A wait nobody can hear the end of (its environment is gone, its JS
+    /// handle collected) must not take the lock later and keep it forever.
+    fn drop(&mut self) {
+        self.cancel();
+    }
 }

@@ -107,42 +107,35 @@ fn an_interrupt_before_the_call_is_not_lost() {
     });
 }
 
-/// Interrupted while blocked in flock, in every flavour.
-#[test]
-fn an_interrupt_ends_a_blocked_flock() {
-    each_flavour("blocked", |what, flavour, path| {
-        let holder = held(path);
-        let (handle, end, thread) = waiter(path, flavour, || {});
-        std::thread::sleep(Duration::from_millis(30));
-        assert!(end.try_recv().is_err(), "{what}: not waiting");
-        handle.interrupt();
-        assert_interrupted(end.recv_timeout(Duration::from_secs(5)), what);
-        thread.join().unwrap();
-        drop(holder);
-    });
-}
-
-/// Something replaced our handler after we claimed the signal (here:
+/// Interrupted while blocked in flock, in every flavour; and so even where
+/// something replaced our handler after we claimed the signal (here:
 /// SIG_IGN; an LD_PRELOAD library or another addon can do the same).
-/// Without a check at cancel time the interrupt is lost and the waiter
+/// Without a check at cancel time that interrupt is lost and the waiter
 /// blocks until the holder lets go.
 #[test]
-fn an_interrupt_survives_a_replaced_handler() {
-    each_flavour("foreign", |what, flavour, path| {
-        let holder = held(path);
-        let (handle, end, thread) = waiter(path, flavour, || {});
-        std::thread::sleep(Duration::from_millis(20));
-        let sig = flavour.signal().unwrap();
-        // SAFETY: SIG_IGN for a signal whose only users in this test
-        // process are our waiters (and these tests).
-        unsafe { libc::signal(sig, libc::SIG_IGN) };
-        handle.interrupt();
-        let end = end.recv_timeout(Duration::from_secs(5));
-        drop(holder);
-        assert_interrupted(end, &format!("{what}, SIG_IGN"));
-        thread.join().unwrap();
-        assert!(is_ours(sig));
-    });
+fn an_interrupt_ends_a_blocked_flock_even_past_a_replaced_handler() {
+    for replaced in [false, true] {
+        each_flavour("blocked", |what, flavour, path| {
+            let what = format!("{what}{}", if replaced { ", SIG_IGN" } else { "" });
+            let holder = held(path);
+            let (handle, end, thread) = waiter(path, flavour, || {});
+            std::thread::sleep(Duration::from_millis(30));
+            assert!(end.try_recv().is_err(), "{what}: not waiting");
+            let sig = flavour.signal().unwrap();
+            if replaced {
+                // SAFETY: SIG_IGN for a signal whose only users in this test
+                // process are our waiters (and these tests).
+                unsafe { libc::signal(sig, libc::SIG_IGN) };
+            }
+            handle.interrupt();
+            let end = end.recv_timeout(Duration::from_secs(5));
+            // Let go first: a waiter whose interrupt was lost ends too.
+            drop(holder);
+            assert_interrupted(end, &what);
+            thread.join().unwrap();
+            assert!(is_ours(sig), "{what}");
+        });
+    }
 }
 
 static SEEN: AtomicU32 = AtomicU32::new(0);
