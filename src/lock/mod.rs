@@ -12,9 +12,7 @@ mod windows;
 #[cfg(windows)]
 use windows as imp;
 
-pub use imp::{
-    holder_running, read, try_acquire, wait, HeldLock, LockFile, READ_CALL, THREAD_CALL,
-};
+pub use imp::{holder_running, read, try_acquire, HeldLock, LockFile, READ_CALL, THREAD_CALL};
 
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -121,15 +119,11 @@ enum Phase {
     Done,
 }
 
-/// How a cancel reaches a waiter thread blocked in the kernel (Unix: a
-/// signal, while the thread is registered for one; Windows: an event it
-/// waits on). Called under the state's mutex.
-trait Interrupt {
-    fn interrupt(&self);
-}
-
 struct WaitState {
     phase: Phase,
+    /// How a cancel reaches the waiter thread while it is blocked in the
+    /// kernel (Unix: a signal, while the thread is registered for one;
+    /// Windows: an event it waits on beside its lock request).
     interrupt: imp::Interrupter,
 }
 
@@ -145,29 +139,32 @@ pub struct Waiter {
     thread: Option<JoinHandle<()>>,
 }
 
-impl Waiter {
-    /// `spawn` starts the waiter thread on the state it shares with us.
-    fn start(
-        interrupt: imp::Interrupter,
-        spawn: impl FnOnce(Arc<Shared>) -> io::Result<JoinHandle<()>>,
-    ) -> io::Result<Waiter> {
-        let shared = Arc::new(Mutex::new(WaitState {
-            phase: Phase::Waiting,
-            interrupt,
-        }));
-        let thread = spawn(shared.clone())?;
-        Ok(Waiter {
-            shared,
-            thread: Some(thread),
-        })
-    }
+/// Starts waiting for the lock on `file`, on a thread of its own. `done`
+/// runs once, on that thread, as its last act.
+pub fn wait(
+    file: LockFile,
+    purpose: Option<String>,
+    done: Box<dyn FnOnce(WaitEnd) + Send>,
+) -> io::Result<Waiter> {
+    let shared = Arc::new(Mutex::new(WaitState {
+        phase: Phase::Waiting,
+        interrupt: imp::interrupter()?,
+    }));
+    let theirs = shared.clone();
+    let thread = imp::spawn_waiter(move || done(imp::run_wait(file, purpose.as_deref(), &theirs)))?;
+    Ok(Waiter {
+        shared,
+        thread: Some(thread),
+    })
+}
 
+impl Waiter {
     pub fn cancel(&self) -> Cancel {
         let mut st = lock_state(&self.shared);
         match st.phase {
             Phase::Waiting => {
                 st.phase = Phase::Cancelled;
-                st.interrupt.interrupt();
+                imp::interrupt(&st.interrupt);
                 Cancel::Cancelled
             }
             Phase::Cancelled => Cancel::Cancelled,

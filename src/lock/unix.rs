@@ -54,11 +54,10 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::{
-    lock_state, Acquired, Interrupt, Observed, OpenError, Phase, Shared, Try, WaitEnd, Waiter,
-};
+use super::{lock_state, Acquired, Observed, OpenError, Phase, Shared, Try, WaitEnd};
 use crate::pid::Pid;
 
 /// A record longer than this is not read in full (and so reads as garbage).
@@ -435,35 +434,29 @@ pub fn read(path: &Path) -> Result<Option<Observed>, OpenError> {
 /// Set while the waiter thread is registered and may block.
 pub(super) type Interrupter = Option<os::InterruptHandle>;
 
-impl Interrupt for Interrupter {
-    fn interrupt(&self) {
-        if let Some(intr) = self {
-            intr.interrupt();
-        }
+/// None until the waiter thread registers; the signal handling it will
+/// register with is made ready now, before the thread starts.
+pub(super) fn interrupter() -> io::Result<Interrupter> {
+    os::prepare_wait();
+    Ok(None)
+}
+
+/// The cancel's signal, to a thread registered and blocked in `flock`.
+///
+/// Cancellation and the grant race, and the state's mutex decides: the
+/// thread leaves `Waiting` (to `Done`) under it only after its `flock`
+/// returned, and `cancel` leaves it (to `Cancelled`) under it and calls
+/// this while still holding it, so the thread is alive and registered when
+/// signalled. Whichever comes first wins; a grant that loses is unlocked
+/// before `done` reports `Cancelled`.
+pub(super) fn interrupt(registered: &Interrupter) {
+    if let Some(intr) = registered {
+        intr.interrupt();
     }
 }
 
-/// Starts waiting for the lock on `file`. `done` runs once, on the waiter
-/// thread, as its last act.
-///
-/// Cancellation and the grant race, and one mutex decides: the thread
-/// leaves `Waiting` (to `Done`) under it only after its `flock` returned,
-/// and `cancel` leaves it (to `Cancelled`) under it and interrupts the
-/// thread while still holding it, so the thread is alive and registered
-/// when signalled. Whichever comes first wins; a grant that loses is
-/// unlocked before `done` reports `Cancelled`.
-pub fn wait(
-    file: LockFile,
-    purpose: Option<String>,
-    done: Box<dyn FnOnce(WaitEnd) + Send>,
-) -> io::Result<Waiter> {
-    os::prepare_wait();
-    Waiter::start(None, |shared| {
-        os::spawn_quiet("procward-lock", WAITER_STACK, move || {
-            let end = run_wait(file, purpose.as_deref(), &shared);
-            done(end);
-        })
-    })
+pub(super) fn spawn_waiter(f: impl FnOnce() + Send + 'static) -> io::Result<JoinHandle<()>> {
+    os::spawn_quiet("procward-lock", WAITER_STACK, f)
 }
 
 enum Granted {
@@ -474,7 +467,7 @@ enum Granted {
     Cancelled,
 }
 
-fn run_wait(mut file: LockFile, purpose: Option<&str>, shared: &Shared) -> WaitEnd {
+pub(super) fn run_wait(mut file: LockFile, purpose: Option<&str>, shared: &Shared) -> WaitEnd {
     let mut reopened = 0;
     loop {
         let intr = match os::Interruptible::register(file.fd.as_fd()) {

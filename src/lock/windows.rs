@@ -27,6 +27,7 @@ use std::os::windows::io::OwnedHandle;
 use std::path::Path;
 use std::ptr;
 use std::sync::OnceLock;
+use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use windows_sys::Win32::Foundation::{
@@ -47,9 +48,7 @@ use windows_sys::Win32::System::Threading::{
 };
 use windows_sys::Win32::System::IO::{CancelIoEx, GetOverlappedResult, OVERLAPPED};
 
-use super::{
-    lock_state, Acquired, Interrupt, Observed, OpenError, Phase, Shared, Try, WaitEnd, Waiter,
-};
+use super::{lock_state, Acquired, Observed, OpenError, Phase, Shared, Try, WaitEnd};
 use crate::pid::Pid;
 use crate::proc_info::{self, InfoError};
 use crate::sys;
@@ -387,28 +386,22 @@ pub fn holder_running(pid: Pid, identity: &str) -> Result<bool, InfoError> {
 /// request.
 pub(super) type Interrupter = Event;
 
-impl Interrupt for Event {
-    fn interrupt(&self) {
-        self.set();
-    }
+pub(super) fn interrupter() -> io::Result<Interrupter> {
+    Event::new()
 }
 
-/// Waits for the lock on a thread of its own; `done` gets the end, once.
-pub fn wait(
-    file: LockFile,
-    purpose: Option<String>,
-    done: Box<dyn FnOnce(WaitEnd) + Send>,
-) -> io::Result<Waiter> {
-    let cancel = Event::new()?;
-    Waiter::start(cancel, |shared| {
-        std::thread::Builder::new()
-            .name("procward-lock".into())
-            .stack_size(64 * 1024)
-            .spawn(move || done(run_wait(file, purpose.as_deref(), &shared)))
-    })
+pub(super) fn interrupt(cancel: &Interrupter) {
+    cancel.set();
 }
 
-fn run_wait(file: LockFile, purpose: Option<&str>, shared: &Shared) -> WaitEnd {
+pub(super) fn spawn_waiter(f: impl FnOnce() + Send + 'static) -> io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("procward-lock".into())
+        .stack_size(64 * 1024)
+        .spawn(f)
+}
+
+pub(super) fn run_wait(file: LockFile, purpose: Option<&str>, shared: &Shared) -> WaitEnd {
     // The event lives as long as `shared`, which outlives this wait.
     let cancel = lock_state(shared).interrupt.raw();
     let granted = match lock_or_cancel(&file, cancel) {

@@ -4,7 +4,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Barrier};
 
 use super::*;
-use crate::lock::Cancel;
+use crate::lock::{wait, Cancel, Waiter};
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("procward-lock-{}-{name}", std::process::id()));
