@@ -22,6 +22,8 @@ pub(super) fn cvt<T: PartialEq + From<i8>>(ret: T) -> io::Result<T> {
 /// A C string kept in a fixed-size field (`utsname.release`,
 /// `statfs.f_fstypename`, `proc_bsdinfo.pbi_comm`): its bytes up to the first
 /// NUL, or the whole field if it has none.
+// c_char is i8 on x86_64, u8 on aarch64 (where the cast is a no-op).
+#[allow(clippy::unnecessary_cast)]
 pub fn c_field(field: &[libc::c_char]) -> Vec<u8> {
     field
         .iter()

@@ -11,6 +11,10 @@
 //!
 //! Cancelling (an aborted signal in JS) drops the wait's future, and with it
 //! the pidfd and its reactor registration: nothing is left behind.
+//!
+//! The wait itself ([`wait_for_exit`]) is the same on every OS; each OS part
+//! opens the process and reads what it can through what holds it, Linux's
+//! and macOS's through the one descriptor `unix.rs` registers and budgets.
 
 #[cfg(unix)]
 mod budget;
