@@ -87,13 +87,7 @@ fn kernel_release() -> String {
     if unsafe { libc::uname(&mut u) } != 0 {
         return String::new();
     }
-    let bytes: Vec<u8> = u
-        .release
-        .iter()
-        .take_while(|&&c| c != 0)
-        .map(|&c| c as u8)
-        .collect();
-    String::from_utf8_lossy(&bytes).into_owned()
+    String::from_utf8_lossy(&crate::sys::c_field(&u.release)).into_owned()
 }
 
 /// Where the hierarchy is and where we are in it.
@@ -402,6 +396,20 @@ fn open_at(dir: BorrowedFd<'_>, name: &std::ffi::CStr, flags: libc::c_int) -> io
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
+/// Opens the directory `path` read-only: how a cgroup is held and walked.
+fn open_dir(path: &Path) -> io::Result<OwnedFd> {
+    let c = cpath(path)?;
+    // SAFETY: open of a NUL-terminated path we own.
+    let fd = cvt(unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    })?;
+    // SAFETY: the kernel just gave us this fd.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 fn read_at(dir: BorrowedFd<'_>, name: &std::ffi::CStr) -> io::Result<String> {
     let mut f = std::fs::File::from(open_at(dir, name, libc::O_RDONLY)?);
     let mut s = String::new();
@@ -428,21 +436,13 @@ impl Cgroup {
                 }
             }
         };
-        let c = cpath(&made).map_err(|e| CgroupError::Io(e, "open", made.clone()))?;
-        // SAFETY: open of a NUL-terminated path we own.
-        let fd = unsafe {
-            libc::open(
-                c.as_ptr(),
-                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
-            )
+        let dir = match open_dir(&made) {
+            Ok(dir) => dir,
+            Err(e) => {
+                let _ = std::fs::remove_dir(&made);
+                return Err(CgroupError::Io(e, "open", made));
+            }
         };
-        if fd < 0 {
-            let e = io::Error::last_os_error();
-            let _ = std::fs::remove_dir(&made);
-            return Err(CgroupError::Io(e, "open", made));
-        }
-        // SAFETY: the kernel just gave us this fd.
-        let dir = unsafe { OwnedFd::from_raw_fd(fd) };
         let id = match crate::sys::inode_of(dir.as_fd()) {
             Ok(id) => id,
             Err(e) => {
@@ -562,16 +562,7 @@ fn remove_tree(path: &Path) -> io::Result<()> {
         Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {}
         r => return r,
     }
-    let top = cpath(path)?;
-    // SAFETY: open of a NUL-terminated path we own.
-    let fd = cvt(unsafe {
-        libc::open(
-            top.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        )
-    })?;
-    // SAFETY: the kernel just gave us this fd.
-    let mut cur = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut cur = open_dir(path)?;
     let mut names: Vec<CString> = Vec::new();
     loop {
         match first_subdir(cur.as_fd())? {
@@ -729,23 +720,13 @@ pub async fn kill_recorded(path: &Path, id: u64, bound: Duration) -> Result<bool
     if !path.is_absolute() || !parse::is_child_name(name) {
         return Ok(false);
     }
-    let c = cpath(path).map_err(|e| CgroupError::Io(e, "open", path.into()))?;
-    // SAFETY: open of a NUL-terminated path we own.
-    let fd = unsafe {
-        libc::open(
-            c.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        )
+    let dir = match open_dir(path) {
+        Ok(dir) => dir,
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR)) => {
+            return Ok(false)
+        }
+        Err(e) => return Err(CgroupError::Io(e, "open", path.into())),
     };
-    if fd < 0 {
-        let e = io::Error::last_os_error();
-        return match e.raw_os_error() {
-            Some(libc::ENOENT) | Some(libc::ENOTDIR) => Ok(false),
-            _ => Err(CgroupError::Io(e, "open", path.into())),
-        };
-    }
-    // SAFETY: the kernel just gave us this fd.
-    let dir = unsafe { OwnedFd::from_raw_fd(fd) };
     let same = crate::sys::inode_of(dir.as_fd()).ok() == Some(id);
     if !same || !is_cgroup2(path).unwrap_or(false) {
         return Ok(false);

@@ -12,11 +12,11 @@ mod windows;
 #[cfg(windows)]
 use windows as imp;
 
-pub use imp::{
-    holder_running, read, try_acquire, wait, HeldLock, LockFile, Waiter, READ_CALL, THREAD_CALL,
-};
+pub use imp::{holder_running, read, try_acquire, HeldLock, LockFile, READ_CALL, THREAD_CALL};
 
 use std::io;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
 
 #[derive(Debug)]
 pub enum OpenError {
@@ -104,4 +104,87 @@ pub enum Cancel {
     Cancelled,
     /// The waiter already has the lock (or failed); its end says which.
     TooLate,
+}
+
+// ---- waiting ------------------------------------------------------------------------
+
+/// Where a wait stands. Cancellation and the grant race, and one mutex
+/// decides: whichever leaves `Waiting` first wins; a grant that loses is
+/// let go before the wait ends `Cancelled`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Waiting,
+    Cancelled,
+    /// The waiter has the lock (or failed): a cancel comes too late.
+    Done,
+}
+
+struct WaitState {
+    phase: Phase,
+    /// How a cancel reaches the waiter thread while it is blocked in the
+    /// kernel (Unix: a signal, while the thread is registered for one;
+    /// Windows: an event it waits on beside its lock request).
+    interrupt: imp::Interrupter,
+}
+
+type Shared = Mutex<WaitState>;
+
+fn lock_state(shared: &Shared) -> MutexGuard<'_, WaitState> {
+    shared.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A wait in progress on a thread of its own.
+pub struct Waiter {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Starts waiting for the lock on `file`, on a thread of its own. `done`
+/// runs once, on that thread, as its last act.
+pub fn wait(
+    file: LockFile,
+    purpose: Option<String>,
+    done: Box<dyn FnOnce(WaitEnd) + Send>,
+) -> io::Result<Waiter> {
+    let shared = Arc::new(Mutex::new(WaitState {
+        phase: Phase::Waiting,
+        interrupt: imp::interrupter()?,
+    }));
+    let theirs = shared.clone();
+    let thread = imp::spawn_waiter(move || done(imp::run_wait(file, purpose.as_deref(), &theirs)))?;
+    Ok(Waiter {
+        shared,
+        thread: Some(thread),
+    })
+}
+
+impl Waiter {
+    pub fn cancel(&self) -> Cancel {
+        let mut st = lock_state(&self.shared);
+        match st.phase {
+            Phase::Waiting => {
+                st.phase = Phase::Cancelled;
+                imp::interrupt(&st.interrupt);
+                Cancel::Cancelled
+            }
+            Phase::Cancelled => Cancel::Cancelled,
+            Phase::Done => Cancel::TooLate,
+        }
+    }
+
+    /// Waits for the thread to exit. Call it once `done` has run: the
+    /// thread has then nothing left to do but return.
+    pub fn join(&mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Waiter {
+    /// A wait nobody can hear the end of (its environment is gone, its JS
+    /// handle collected) must not take the lock later and keep it forever.
+    fn drop(&mut self) {
+        self.cancel();
+    }
 }

@@ -53,11 +53,11 @@ mod os;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::{Acquired, Cancel, Observed, OpenError, Try, WaitEnd};
+use super::{lock_state, Acquired, Observed, OpenError, Phase, Shared, Try, WaitEnd};
 use crate::pid::Pid;
 
 /// A record longer than this is not read in full (and so reads as garbage).
@@ -431,58 +431,32 @@ pub fn read(path: &Path) -> Result<Option<Observed>, OpenError> {
 
 // ---- waiting ------------------------------------------------------------------------
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
-    Waiting,
-    Cancelled,
-    /// The waiter has the lock (or failed): a cancel comes too late.
-    Done,
-}
+/// Set while the waiter thread is registered and may block.
+pub(super) type Interrupter = Option<os::InterruptHandle>;
 
-struct WaitState {
-    phase: Phase,
-    /// Set while the waiter thread is registered and may block.
-    interrupt: Option<os::InterruptHandle>,
-}
-
-/// A wait in progress on a thread of its own.
-pub struct Waiter {
-    shared: Arc<Mutex<WaitState>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-/// Starts waiting for the lock on `file`. `done` runs once, on the waiter
-/// thread, as its last act.
-///
-/// Cancellation and the grant race, and one mutex decides: the thread
-/// leaves `Waiting` (to `Done`) under it only after its `flock` returned,
-/// and `cancel` leaves it (to `Cancelled`) under it and interrupts the
-/// thread while still holding it, so the thread is alive and registered
-/// when signalled. Whichever comes first wins; a grant that loses is
-/// unlocked before `done` reports `Cancelled`.
-pub fn wait(
-    file: LockFile,
-    purpose: Option<String>,
-    done: Box<dyn FnOnce(WaitEnd) + Send>,
-) -> io::Result<Waiter> {
-    let shared = Arc::new(Mutex::new(WaitState {
-        phase: Phase::Waiting,
-        interrupt: None,
-    }));
-    let theirs = shared.clone();
+/// None until the waiter thread registers; the signal handling it will
+/// register with is made ready now, before the thread starts.
+pub(super) fn interrupter() -> io::Result<Interrupter> {
     os::prepare_wait();
-    let thread = os::spawn_quiet("procward-lock", WAITER_STACK, move || {
-        let end = run_wait(file, purpose.as_deref(), &theirs);
-        done(end);
-    })?;
-    Ok(Waiter {
-        shared,
-        thread: Some(thread),
-    })
+    Ok(None)
 }
 
-fn lock_state(shared: &Mutex<WaitState>) -> std::sync::MutexGuard<'_, WaitState> {
-    shared.lock().unwrap_or_else(|e| e.into_inner())
+/// The cancel's signal, to a thread registered and blocked in `flock`.
+///
+/// Cancellation and the grant race, and the state's mutex decides: the
+/// thread leaves `Waiting` (to `Done`) under it only after its `flock`
+/// returned, and `cancel` leaves it (to `Cancelled`) under it and calls
+/// this while still holding it, so the thread is alive and registered when
+/// signalled. Whichever comes first wins; a grant that loses is unlocked
+/// before `done` reports `Cancelled`.
+pub(super) fn interrupt(registered: &Interrupter) {
+    if let Some(intr) = registered {
+        intr.interrupt();
+    }
+}
+
+pub(super) fn spawn_waiter(f: impl FnOnce() + Send + 'static) -> io::Result<JoinHandle<()>> {
+    os::spawn_quiet("procward-lock", WAITER_STACK, f)
 }
 
 enum Granted {
@@ -493,7 +467,7 @@ enum Granted {
     Cancelled,
 }
 
-fn run_wait(mut file: LockFile, purpose: Option<&str>, shared: &Mutex<WaitState>) -> WaitEnd {
+pub(super) fn run_wait(mut file: LockFile, purpose: Option<&str>, shared: &Shared) -> WaitEnd {
     let mut reopened = 0;
     loop {
         let intr = match os::Interruptible::register(file.fd.as_fd()) {
@@ -584,46 +558,13 @@ fn run_wait(mut file: LockFile, purpose: Option<&str>, shared: &Mutex<WaitState>
     }
 }
 
-fn finish_failed(shared: &Mutex<WaitState>, e: OpenError) -> WaitEnd {
+fn finish_failed(shared: &Shared, e: OpenError) -> WaitEnd {
     let mut st = lock_state(shared);
     if st.phase == Phase::Cancelled {
         return WaitEnd::Cancelled;
     }
     st.phase = Phase::Done;
     WaitEnd::Failed(e)
-}
-
-impl Waiter {
-    pub fn cancel(&self) -> Cancel {
-        let mut st = lock_state(&self.shared);
-        match st.phase {
-            Phase::Waiting => {
-                st.phase = Phase::Cancelled;
-                if let Some(intr) = st.interrupt {
-                    intr.interrupt();
-                }
-                Cancel::Cancelled
-            }
-            Phase::Cancelled => Cancel::Cancelled,
-            Phase::Done => Cancel::TooLate,
-        }
-    }
-
-    /// Waits for the thread to exit. Call it once `done` has run: the
-    /// thread has then nothing left to do but return.
-    pub fn join(&mut self) {
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for Waiter {
-    /// A wait nobody can hear the end of (its environment is gone) must not
-    /// take the lock later and keep it forever.
-    fn drop(&mut self) {
-        self.cancel();
-    }
 }
 
 #[cfg(test)]

@@ -26,7 +26,8 @@ use std::os::windows::ffi::OsStrExt;
 use std::os::windows::io::OwnedHandle;
 use std::path::Path;
 use std::ptr;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::OnceLock;
+use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use windows_sys::Win32::Foundation::{
@@ -47,7 +48,7 @@ use windows_sys::Win32::System::Threading::{
 };
 use windows_sys::Win32::System::IO::{CancelIoEx, GetOverlappedResult, OVERLAPPED};
 
-use super::{Acquired, Cancel, Observed, OpenError, Try, WaitEnd};
+use super::{lock_state, Acquired, Observed, OpenError, Phase, Shared, Try, WaitEnd};
 use crate::pid::Pid;
 use crate::proc_info::{self, InfoError};
 use crate::sys;
@@ -68,7 +69,7 @@ fn os_err(op: &'static str) -> impl Fn(io::Error) -> OpenError {
 }
 
 /// A manual-reset event, closed on drop.
-struct Event(OwnedHandle);
+pub(super) struct Event(OwnedHandle);
 
 impl Event {
     fn new() -> io::Result<Event> {
@@ -381,112 +382,56 @@ pub fn holder_running(pid: Pid, identity: &str) -> Result<bool, InfoError> {
 
 // ---- waiting ----------------------------------------------------------------
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum State {
-    Waiting,
-    Cancelled,
-    Done,
+/// The event a cancel sets: the waiter thread waits on it beside its lock
+/// request.
+pub(super) type Interrupter = Event;
+
+pub(super) fn interrupter() -> io::Result<Interrupter> {
+    Event::new()
 }
 
-struct Shared {
-    state: Mutex<State>,
-    cancel: Event,
+pub(super) fn interrupt(cancel: &Interrupter) {
+    cancel.set();
 }
 
-// SAFETY: an event handle may be signalled from any thread.
-unsafe impl Send for Shared {}
-// SAFETY: as above; the state is behind a mutex.
-unsafe impl Sync for Shared {}
-
-impl Shared {
-    fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-pub struct Waiter {
-    shared: Arc<Shared>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Waiter {
-    pub fn cancel(&self) -> Cancel {
-        let mut state = self.shared.state();
-        match *state {
-            State::Waiting => {
-                *state = State::Cancelled;
-                self.shared.cancel.set();
-                Cancel::Cancelled
-            }
-            State::Cancelled => Cancel::Cancelled,
-            State::Done => Cancel::TooLate,
-        }
-    }
-
-    pub fn join(&mut self) {
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for Waiter {
-    fn drop(&mut self) {
-        // A waiter dropped while waiting (its JS handle collected): end it.
-        self.cancel();
-    }
-}
-
-/// Waits for the lock on a thread of its own; `done` gets the end, once.
-pub fn wait(
-    file: LockFile,
-    purpose: Option<String>,
-    done: Box<dyn FnOnce(WaitEnd) + Send>,
-) -> io::Result<Waiter> {
-    let shared = Arc::new(Shared {
-        state: Mutex::new(State::Waiting),
-        cancel: Event::new()?,
-    });
-    let theirs = shared.clone();
-    let thread = std::thread::Builder::new()
+pub(super) fn spawn_waiter(f: impl FnOnce() + Send + 'static) -> io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
         .name("procward-lock".into())
         .stack_size(64 * 1024)
-        .spawn(move || done(run_wait(file, purpose.as_deref(), &theirs)))?;
-    Ok(Waiter {
-        shared,
-        thread: Some(thread),
-    })
+        .spawn(f)
 }
 
-fn run_wait(file: LockFile, purpose: Option<&str>, shared: &Shared) -> WaitEnd {
-    let granted = match lock_or_cancel(&file, shared) {
+pub(super) fn run_wait(file: LockFile, purpose: Option<&str>, shared: &Shared) -> WaitEnd {
+    // The event lives as long as `shared`, which outlives this wait.
+    let cancel = lock_state(shared).interrupt.raw();
+    let granted = match lock_or_cancel(&file, cancel) {
         Ok(g) => g,
         Err(err) => {
-            *shared.state() = State::Done;
+            lock_state(shared).phase = Phase::Done;
             return WaitEnd::Failed(OpenError::Os {
                 err,
                 op: "LockFileEx",
             });
         }
     };
-    let mut state = shared.state();
-    if *state == State::Cancelled {
+    let mut st = lock_state(shared);
+    if st.phase == Phase::Cancelled {
         if granted {
             file.unlock();
         }
         return WaitEnd::Cancelled;
     }
-    *state = State::Done;
-    drop(state);
+    st.phase = Phase::Done;
+    drop(st);
     match take(file, purpose) {
         Ok(a) => WaitEnd::Acquired(a),
         Err(e) => WaitEnd::Failed(e),
     }
 }
 
-/// Blocks until the lock is granted (true) or the cancel event fires and
+/// Blocks until the lock is granted (true) or the `cancel` event fires and
 /// the request is withdrawn (false; true if it was granted meanwhile).
-fn lock_or_cancel(file: &LockFile, shared: &Shared) -> io::Result<bool> {
+fn lock_or_cancel(file: &LockFile, cancel: HANDLE) -> io::Result<bool> {
     let event = Event::new()?;
     let ov = overlapped(LOCK_OFFSET, &event);
     // SAFETY: a valid handle, one byte at LOCK_OFFSET; `ov` and its event
@@ -508,7 +453,7 @@ fn lock_or_cancel(file: &LockFile, shared: &Shared) -> io::Result<bool> {
     if e.raw_os_error() != Some(ERROR_IO_PENDING as i32) {
         return Err(e);
     }
-    let handles = [event.raw(), shared.cancel.raw()];
+    let handles = [event.raw(), cancel];
     // SAFETY: two valid event handles.
     let which = unsafe { WaitForMultipleObjects(2, handles.as_ptr(), FALSE, INFINITE) };
     if which != WAIT_OBJECT_0 {

@@ -129,12 +129,7 @@ fn info_or_hidden(pid: Pid) -> Result<Option<libc::proc_bsdinfo>, InfoError> {
 
 pub fn process_info(pid: Pid) -> Result<Option<ProcessInfo>, InfoError> {
     Ok(info_or_hidden(pid)?.map(|info| {
-        let name: Vec<u8> = info
-            .pbi_comm
-            .iter()
-            .take_while(|&&c| c != 0)
-            .map(|&c| c as u8)
-            .collect();
+        let name = crate::sys::c_field(&info.pbi_comm);
         ProcessInfo {
             pid: info.pbi_pid as i32,
             ppid: info.pbi_ppid as i32,

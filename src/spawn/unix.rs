@@ -630,6 +630,26 @@ mod tests {
         vec![("PATH".into(), "/usr/bin:/bin".into())]
     }
 
+    /// `program args…` leading a group of its own, stdio ignored, nothing
+    /// else asked for.
+    fn command(program: &str, args: Vec<String>) -> Command {
+        Command {
+            program: program.into(),
+            args,
+            env: env(),
+            cwd: None,
+            stdio: [Stdio::Ignore, Stdio::Ignore, Stdio::Ignore],
+            process_group: true,
+            death_signal: None,
+            notify_fd: None,
+            uid: None,
+            gid: None,
+            argv0: None,
+            new_session: false,
+            cgroup: None,
+        }
+    }
+
     #[test]
     fn resolves_through_path() {
         let p = resolve("sh", &env(), None).unwrap();
@@ -732,21 +752,7 @@ mod tests {
 
     #[test]
     fn rejects_nul_and_bad_env_keys() {
-        let base = Command {
-            program: "true".into(),
-            args: vec![],
-            env: env(),
-            cwd: None,
-            stdio: [Stdio::Ignore, Stdio::Ignore, Stdio::Ignore],
-            process_group: true,
-            death_signal: None,
-            notify_fd: None,
-            uid: None,
-            gid: None,
-            argv0: None,
-            new_session: false,
-            cgroup: None,
-        };
+        let base = command("true", vec![]);
         let mut c = base.clone();
         c.args.push("a\0b".into());
         assert!(matches!(prepare(&c), Err(SpawnError::Invalid(_))));
@@ -761,19 +767,8 @@ mod tests {
     #[test]
     fn spawns_and_reports_exec_failure() {
         let base = Command {
-            program: "/bin/sh".into(),
-            args: vec!["-c".into(), "exit 7".into()],
-            env: env(),
-            cwd: None,
-            stdio: [Stdio::Ignore, Stdio::Ignore, Stdio::Ignore],
-            process_group: true,
             death_signal: Some(Signal::KILL),
-            notify_fd: None,
-            uid: None,
-            gid: None,
-            argv0: None,
-            new_session: false,
-            cgroup: None,
+            ..command("/bin/sh", vec!["-c".into(), "exit 7".into()])
         };
         let child = spawn(&base, true).unwrap();
         let status = crate::sys::waitid_pid(child.pid, libc::WEXITED).unwrap();
@@ -795,25 +790,12 @@ mod tests {
     fn notify_fd_is_the_only_extra_fd_in_the_child() {
         use std::io::Read;
         for target in [3, 5, 200] {
+            // Ready (dash takes one digit in `>&N`), then a program that
+            // holds exactly what it inherited.
+            let script = format!("echo ready >/proc/self/fd/{target}; exec sleep 10");
             let cmd = Command {
-                program: "/bin/sh".into(),
-                // Ready (dash takes one digit in `>&N`), then a program
-                // that holds exactly what it inherited.
-                args: vec![
-                    "-c".into(),
-                    format!("echo ready >/proc/self/fd/{target}; exec sleep 10"),
-                ],
-                env: env(),
-                cwd: None,
-                stdio: [Stdio::Ignore, Stdio::Ignore, Stdio::Ignore],
-                process_group: true,
-                death_signal: None,
                 notify_fd: Some(target),
-                uid: None,
-                gid: None,
-                argv0: None,
-                new_session: false,
-                cgroup: None,
+                ..command("/bin/sh", vec!["-c".into(), script])
             };
             let child = spawn(&cmd, false).unwrap();
             let mut notify = std::fs::File::from(child.notify.unwrap());
@@ -858,19 +840,8 @@ mod tests {
             assert_eq!(fds, [0, 1, 2, target], "target {target}: {what:?}");
         }
         let mut bad = Command {
-            program: "true".into(),
-            args: vec![],
-            env: env(),
-            cwd: None,
-            stdio: [Stdio::Ignore, Stdio::Ignore, Stdio::Ignore],
-            process_group: true,
-            death_signal: None,
             notify_fd: Some(2),
-            uid: None,
-            gid: None,
-            argv0: None,
-            new_session: false,
-            cgroup: None,
+            ..command("true", vec![])
         };
         assert!(matches!(spawn(&bad, false), Err(SpawnError::Invalid(_))));
         bad.notify_fd = None;

@@ -317,36 +317,6 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn exits_within_grace() {
-        let mut t = Fake::new(Some(MS(40)), Some(MS(1)));
-        let start = Instant::now();
-        let r = run_alone(&mut t, &plan()).await.unwrap();
-        assert_eq!(r.outcome, Outcome::Exited);
-        assert_eq!(r.signals, vec![Signal::TERM]);
-        assert_eq!(start.elapsed(), MS(40));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn ignores_term_and_is_killed() {
-        let mut t = Fake::new(None, Some(MS(3)));
-        let start = Instant::now();
-        let r = run_alone(&mut t, &plan()).await.unwrap();
-        assert_eq!(r.outcome, Outcome::Killed);
-        assert_eq!(r.signals, vec![Signal::TERM, Signal::KILL]);
-        assert_eq!(start.elapsed(), MS(5003));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn never_exits_is_unkillable_and_bounded() {
-        let mut t = Fake::new(None, None);
-        let start = Instant::now();
-        let r = run_alone(&mut t, &plan()).await.unwrap();
-        assert_eq!(r.outcome, Outcome::Unkillable);
-        assert_eq!(r.signals, vec![Signal::TERM, Signal::KILL]);
-        assert_eq!(start.elapsed(), MS(7000));
-    }
-
-    #[tokio::test(start_paused = true)]
     async fn already_gone_sends_nothing() {
         let mut t = Fake::new(None, None);
         t.exit_at = Some(Instant::now());
@@ -399,61 +369,12 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn exit_racing_the_kill_is_exited() {
-        // Exits exactly at the end of the grace period: SIGKILL is not sent.
-        let mut t = Fake::new(Some(MS(5000)), Some(MS(1)));
-        let r = run_alone(&mut t, &plan()).await.unwrap();
-        assert_eq!(r.outcome, Outcome::Exited);
-        assert_eq!(t.signals(), vec![Signal::TERM]);
-    }
-
-    #[tokio::test(start_paused = true)]
     async fn eperm_is_an_error_and_sends_nothing() {
         let mut t = Fake::new(Some(MS(1)), Some(MS(1)));
         t.eperm = true;
         let err = run_alone(&mut t, &plan()).await.unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::EPERM));
         assert!(t.sent.is_empty());
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn sigkill_first_skips_the_grace() {
-        let mut t = Fake::new(None, Some(MS(2)));
-        let p = StopPlan {
-            signal: Signal::KILL,
-            ..plan()
-        };
-        let start = Instant::now();
-        let r = run_alone(&mut t, &p).await.unwrap();
-        assert_eq!(r.outcome, Outcome::Killed);
-        assert_eq!(r.signals, vec![Signal::KILL]);
-        assert_eq!(start.elapsed(), MS(2));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn zero_grace_escalates_at_once() {
-        let mut t = Fake::new(Some(MS(10)), Some(MS(1)));
-        let p = StopPlan {
-            grace: Millis::ZERO,
-            ..plan()
-        };
-        let r = run_alone(&mut t, &p).await.unwrap();
-        assert_eq!(r.outcome, Outcome::Killed);
-        assert_eq!(r.signals, vec![Signal::TERM, Signal::KILL]);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn the_longest_durations_are_bounded_and_do_not_overflow() {
-        let mut t = Fake::new(None, None);
-        let p = StopPlan {
-            signal: Signal::TERM,
-            grace: Millis::MAX,
-            kill_timeout: Millis::MAX,
-        };
-        let start = Instant::now();
-        let r = run_alone(&mut t, &p).await.unwrap();
-        assert_eq!(r.outcome, Outcome::Unkillable);
-        assert_eq!(start.elapsed(), Millis::MAX.as_duration() * 2);
     }
 
     /// Tightens `esc` with `later`'s plan, `after` into the stop.
@@ -473,77 +394,90 @@ mod tests {
         }
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_later_sigkill_kills_at_once() {
-        let mut t = Fake::new(None, Some(MS(3)));
-        let esc = Escalation::new();
-        let start = Instant::now();
-        escalate_after(&esc, MS(1000), kill_plan(2000));
-        let r = run(&mut t, &plan(), &esc).await.unwrap();
-        assert_eq!(r.outcome, Outcome::Killed);
-        assert_eq!(r.signals, vec![Signal::TERM, Signal::KILL]);
-        assert_eq!(t.sent[1].1 - start, MS(1000));
-        assert_eq!(start.elapsed(), MS(1003));
+    /// A stop of a `Fake` that exits this long after SIGTERM and after
+    /// SIGKILL (None: never), by `plan`, tightened `later` (ms into the stop)
+    /// by another caller's plan; what it must come to, and (where given) when
+    /// SIGKILL went out and when the stop ended, in ms from its start.
+    struct Case {
+        name: &'static str,
+        exits: (Option<u64>, Option<u64>),
+        plan: StopPlan,
+        later: Option<(u64, StopPlan)>,
+        outcome: Outcome,
+        signals: &'static [Signal],
+        kill_sent: Option<u64>,
+        took: Option<u64>,
+    }
+
+    #[rustfmt::skip]
+    fn cases() -> Vec<Case> {
+        use Outcome::{Exited, Killed, Unkillable};
+        const TERM_KILL: &[Signal] = &[Signal::TERM, Signal::KILL];
+        let max = u64::from(u32::MAX >> 1);
+        vec![
+            Case { name: "exits within the grace", exits: (Some(40), Some(1)), plan: plan(), later: None,
+                outcome: Exited, signals: &[Signal::TERM], kill_sent: None, took: Some(40) },
+            Case { name: "ignores SIGTERM and is killed", exits: (None, Some(3)), plan: plan(), later: None,
+                outcome: Killed, signals: TERM_KILL, kill_sent: Some(5000), took: Some(5003) },
+            Case { name: "never exits: unkillable, bounded", exits: (None, None), plan: plan(), later: None,
+                outcome: Unkillable, signals: TERM_KILL, kill_sent: Some(5000), took: Some(7000) },
+            // Exits exactly at the end of the grace period: SIGKILL is not sent.
+            Case { name: "an exit racing the kill", exits: (Some(5000), Some(1)), plan: plan(), later: None,
+                outcome: Exited, signals: &[Signal::TERM], kill_sent: None, took: None },
+            Case { name: "SIGKILL first skips the grace", exits: (None, Some(2)),
+                plan: StopPlan { signal: Signal::KILL, ..plan() }, later: None,
+                outcome: Killed, signals: &[Signal::KILL], kill_sent: None, took: Some(2) },
+            Case { name: "no grace escalates at once", exits: (Some(10), Some(1)),
+                plan: StopPlan { grace: Millis::ZERO, ..plan() }, later: None,
+                outcome: Killed, signals: TERM_KILL, kill_sent: Some(0), took: Some(1) },
+            Case { name: "the longest durations neither overflow nor go unbounded", exits: (None, None),
+                plan: StopPlan { signal: Signal::TERM, grace: Millis::MAX, kill_timeout: Millis::MAX },
+                later: None, outcome: Unkillable, signals: TERM_KILL, kill_sent: Some(max), took: Some(2 * max) },
+            Case { name: "a later SIGKILL kills at once", exits: (None, Some(3)), plan: plan(),
+                later: Some((1000, kill_plan(2000))),
+                outcome: Killed, signals: TERM_KILL, kill_sent: Some(1000), took: Some(1003) },
+            Case { name: "a sooner grace moves the kill earlier", exits: (None, Some(3)), plan: plan(),
+                later: Some((1000, StopPlan { grace: millis(500), ..plan() })),
+                outcome: Killed, signals: TERM_KILL, kill_sent: Some(1500), took: Some(1503) },
+            Case { name: "a later deadline changes nothing", exits: (None, None), plan: plan(),
+                later: Some((1000, StopPlan { grace: millis(60_000), kill_timeout: millis(60_000), ..plan() })),
+                outcome: Unkillable, signals: TERM_KILL, kill_sent: Some(5000), took: Some(7000) },
+            // The first caller would wait until 7000; a SIGKILL caller at 5500
+            // with killTimeoutMs 100 bounds the whole stop at 5600.
+            Case { name: "an escalation after SIGKILL shortens the final wait", exits: (None, None),
+                plan: plan(), later: Some((5500, kill_plan(100))),
+                outcome: Unkillable, signals: TERM_KILL, kill_sent: Some(5000), took: Some(5600) },
+            // A later SIGKILL caller with a long kill timeout kills now, but the
+            // first caller's own bound (start + grace + kill timeout) still holds.
+            Case { name: "the final bound is the soonest of all callers'", exits: (None, None),
+                plan: plan(), later: Some((1000, kill_plan(60_000))),
+                outcome: Unkillable, signals: TERM_KILL, kill_sent: Some(1000), took: Some(7000) },
+            Case { name: "an exit during the grace beats a later escalation", exits: (Some(40), Some(1)),
+                plan: plan(), later: Some((1000, kill_plan(2000))),
+                outcome: Exited, signals: &[Signal::TERM], kill_sent: None, took: Some(40) },
+        ]
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_sooner_grace_moves_the_kill_earlier() {
-        let mut t = Fake::new(None, Some(MS(3)));
-        let esc = Escalation::new();
-        let start = Instant::now();
-        let sooner = StopPlan {
-            grace: millis(500),
-            ..plan()
-        };
-        escalate_after(&esc, MS(1000), sooner);
-        let r = run(&mut t, &plan(), &esc).await.unwrap();
-        assert_eq!(r.outcome, Outcome::Killed);
-        assert_eq!(t.sent[1].1 - start, MS(1500));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_later_deadline_changes_nothing() {
-        let mut t = Fake::new(None, None);
-        let esc = Escalation::new();
-        let start = Instant::now();
-        let lax = StopPlan {
-            grace: millis(60_000),
-            kill_timeout: millis(60_000),
-            ..plan()
-        };
-        escalate_after(&esc, MS(1000), lax);
-        let r = run(&mut t, &plan(), &esc).await.unwrap();
-        assert_eq!(r.outcome, Outcome::Unkillable);
-        assert_eq!(t.sent[1].1 - start, MS(5000));
-        assert_eq!(start.elapsed(), MS(7000));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn escalation_after_sigkill_shortens_the_final_wait() {
-        // Unkillable: the first caller would wait until 7000; a SIGKILL
-        // caller at 5500 with killTimeoutMs 100 bounds the whole stop at 5600.
-        let mut t = Fake::new(None, None);
-        let esc = Escalation::new();
-        let start = Instant::now();
-        escalate_after(&esc, MS(5500), kill_plan(100));
-        let r = run(&mut t, &plan(), &esc).await.unwrap();
-        assert_eq!(r.outcome, Outcome::Unkillable);
-        assert_eq!(r.signals, vec![Signal::TERM, Signal::KILL]);
-        assert_eq!(start.elapsed(), MS(5600));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn the_final_bound_is_the_soonest_of_all_callers() {
-        // A later SIGKILL caller with a long kill timeout kills now, but the
-        // first caller's own bound (start + grace + kill timeout) still holds.
-        let mut t = Fake::new(None, None);
-        let esc = Escalation::new();
-        let start = Instant::now();
-        escalate_after(&esc, MS(1000), kill_plan(60_000));
-        let r = run(&mut t, &plan(), &esc).await.unwrap();
-        assert_eq!(r.outcome, Outcome::Unkillable);
-        assert_eq!(t.sent[1].1 - start, MS(1000));
-        assert_eq!(start.elapsed(), MS(7000));
+    async fn stops_end_as_planned_and_as_escalated() {
+        for c in cases() {
+            let mut t = Fake::new(c.exits.0.map(MS), c.exits.1.map(MS));
+            let esc = Escalation::new();
+            if let Some((after, later)) = c.later {
+                escalate_after(&esc, MS(after), later);
+            }
+            let start = Instant::now();
+            let r = run(&mut t, &c.plan, &esc).await.unwrap();
+            assert_eq!(r.outcome, c.outcome, "{}", c.name);
+            assert_eq!(r.signals, c.signals, "{}", c.name);
+            assert_eq!(t.signals(), c.signals, "{}", c.name);
+            if let Some(ms) = c.kill_sent {
+                assert_eq!(t.sent[1].1 - start, MS(ms), "{}: SIGKILL", c.name);
+            }
+            if let Some(ms) = c.took {
+                assert_eq!(start.elapsed(), MS(ms), "{}", c.name);
+            }
+        }
     }
 
     #[tokio::test(start_paused = true)]
@@ -556,16 +490,6 @@ mod tests {
         assert_eq!(r.outcome, Outcome::Killed);
         assert_eq!(r.signals, vec![Signal::TERM, Signal::KILL]);
         assert_eq!(start.elapsed(), MS(2));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn an_exit_during_the_grace_beats_a_later_escalation() {
-        let mut t = Fake::new(Some(MS(40)), Some(MS(1)));
-        let esc = Escalation::new();
-        escalate_after(&esc, MS(1000), kill_plan(2000));
-        let r = run(&mut t, &plan(), &esc).await.unwrap();
-        assert_eq!(r.outcome, Outcome::Exited);
-        assert_eq!(t.signals(), vec![Signal::TERM]);
     }
 
     #[test]

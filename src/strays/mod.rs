@@ -70,9 +70,9 @@ mod tests {
     use super::*;
     use crate::proc_info::ProcState;
 
-    fn stat(pid: i32, pgid: i32, session: i32, start_time: u64, state: ProcState) -> Stat {
+    fn stat(pgid: i32, session: i32, start_time: u64, state: ProcState) -> Stat {
         Stat {
-            pid,
+            pid: 501,
             name: "worker".into(),
             state,
             ppid: 1,
@@ -83,60 +83,46 @@ mod tests {
         }
     }
 
-    fn record() -> GroupRecord {
+    /// Group 500 in session 400 on boot "b"; tick 100 ends at 1010 ms with
+    /// 10 ms ticks.
+    fn record(session: i32) -> GroupRecord {
         GroupRecord {
             pgid: 500,
-            session: 400,
+            session,
             boot: "b".into(),
-            // tick 100 ends at 1010 ms with 10 ms ticks.
             alive_at_boot_ms: 1010.0,
         }
     }
 
     #[test]
-    fn a_worker_started_before_alive_at_is_a_member() {
-        let s = stat(501, 500, 400, 100, ProcState::Sleeping);
-        assert_eq!(classify(&s, &record(), "b", 10.0), Verdict::Member);
-    }
-
-    #[test]
-    fn started_within_the_alive_at_tick_or_later_is_a_suspect() {
-        // Tick 101 may have begun before aliveAt, but also may not: unproven.
-        let s = stat(501, 500, 400, 101, ProcState::Running);
-        assert_eq!(classify(&s, &record(), "b", 10.0), Verdict::Suspect);
-        let later = stat(501, 500, 400, 5000, ProcState::Running);
-        assert_eq!(classify(&later, &record(), "b", 10.0), Verdict::Suspect);
-    }
-
-    #[test]
-    fn another_session_or_boot_is_a_suspect() {
-        let s = stat(501, 500, 399, 10, ProcState::Sleeping);
-        assert_eq!(classify(&s, &record(), "b", 10.0), Verdict::Suspect);
-        let s = stat(501, 500, 400, 10, ProcState::Sleeping);
-        assert_eq!(classify(&s, &record(), "other", 10.0), Verdict::Suspect);
-    }
-
-    #[test]
-    fn session_zero_is_a_session_like_any_other() {
-        // Under a container's init that never called setsid, every process
-        // is in session 0.
-        let rec = GroupRecord {
-            session: 0,
-            ..record()
-        };
-        let s = stat(501, 500, 0, 100, ProcState::Sleeping);
-        assert_eq!(classify(&s, &rec, "b", 10.0), Verdict::Member);
-        let s = stat(501, 500, 400, 100, ProcState::Sleeping);
-        assert_eq!(classify(&s, &rec, "b", 10.0), Verdict::Suspect);
-    }
-
-    #[test]
-    fn other_groups_and_the_dead_are_unrelated() {
-        let s = stat(501, 501, 400, 10, ProcState::Sleeping);
-        assert_eq!(classify(&s, &record(), "b", 10.0), Verdict::Unrelated);
-        for dead in [ProcState::Zombie, ProcState::Dead] {
-            let s = stat(501, 500, 400, 10, dead);
-            assert_eq!(classify(&s, &record(), "b", 10.0), Verdict::Unrelated);
+    fn processes_are_classified_by_group_session_boot_and_start() {
+        use ProcState::{Dead, Running, Sleeping, Zombie};
+        use Verdict::{Member, Suspect, Unrelated};
+        // Why; the process's group, session, start tick and state; the
+        // recorded session; the boot now; the verdict.
+        #[rustfmt::skip]
+        let cases = [
+            ("started before aliveAt", 500, 400, 100, Sleeping, 400, "b", Member),
+            // Tick 101 may have begun before aliveAt, but also may not: unproven.
+            ("started within the aliveAt tick", 500, 400, 101, Running, 400, "b", Suspect),
+            ("started later", 500, 400, 5000, Running, 400, "b", Suspect),
+            ("another session", 500, 399, 10, Sleeping, 400, "b", Suspect),
+            ("another boot", 500, 400, 10, Sleeping, 400, "other", Suspect),
+            // Under a container's init that never called setsid, every
+            // process is in session 0: a session like any other.
+            ("in session 0", 500, 0, 100, Sleeping, 0, "b", Member),
+            ("out of session 0", 500, 400, 100, Sleeping, 0, "b", Suspect),
+            ("another group", 501, 400, 10, Sleeping, 400, "b", Unrelated),
+            ("a zombie", 500, 400, 10, Zombie, 400, "b", Unrelated),
+            ("dead", 500, 400, 10, Dead, 400, "b", Unrelated),
+        ];
+        for (why, pgid, session, start, state, recorded, boot, verdict) in cases {
+            let s = stat(pgid, session, start, state);
+            assert_eq!(
+                classify(&s, &record(recorded), boot, 10.0),
+                verdict,
+                "{why}"
+            );
         }
     }
 }

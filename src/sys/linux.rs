@@ -6,7 +6,7 @@ use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::unix::{cvt, WaitStatus};
+use super::unix::{cvt, waitid_info, WaitStatus};
 use crate::pid::{Pid, Signal};
 
 /// `pidfd_open(2)` (Linux 5.3). The fd refers to this very process for as
@@ -92,22 +92,7 @@ fn waitid_raw(
     id: libc::id_t,
     flags: libc::c_int,
 ) -> io::Result<WaitStatus> {
-    // Zeroed, because with WNOHANG and no state change the kernel leaves
-    // siginfo untouched, and si_pid == 0 is how "still alive" is told apart.
-    let mut info = std::mem::MaybeUninit::<libc::siginfo_t>::zeroed();
-    loop {
-        // SAFETY: the siginfo buffer is ours and large enough.
-        let ret = unsafe { libc::waitid(idtype, id, info.as_mut_ptr(), flags) };
-        if ret == 0 {
-            break;
-        }
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(err);
-        }
-    }
-    // SAFETY: zeroed and possibly filled by the kernel: initialised either way.
-    let info = unsafe { info.assume_init() };
+    let info = waitid_info(idtype, id, flags)?;
     // SAFETY: reading the si_pid union member of a SIGCHLD siginfo.
     let si_pid = unsafe { info.si_pid() };
     // SAFETY: as above, si_status.

@@ -19,7 +19,7 @@ use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
-use super::unix::{cvt, WaitStatus};
+use super::unix::{cvt, waitid_info, WaitStatus};
 use crate::pid::{Pid, Signal};
 
 fn enosys() -> io::Error {
@@ -91,29 +91,8 @@ pub fn waitid_pid(pid: Pid, flags: libc::c_int) -> io::Result<WaitStatus> {
 /// unreaped. The status is only a hint (see the module docs); the reap's is
 /// the one reported.
 fn peek(pid: Pid) -> io::Result<WaitStatus> {
-    // Zeroed: with WNOHANG and nothing to report, si_pid stays 0.
-    let mut info = std::mem::MaybeUninit::<libc::siginfo_t>::zeroed();
     let flags = libc::WEXITED | libc::WNOWAIT | libc::WNOHANG;
-    loop {
-        // SAFETY: the siginfo buffer is ours and large enough.
-        let ret = unsafe {
-            libc::waitid(
-                libc::P_PID,
-                pid.as_raw() as libc::id_t,
-                info.as_mut_ptr(),
-                flags,
-            )
-        };
-        if ret == 0 {
-            break;
-        }
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(err);
-        }
-    }
-    // SAFETY: zeroed and possibly filled by the kernel: initialised either way.
-    let info = unsafe { info.assume_init() };
+    let info = waitid_info(libc::P_PID, pid.as_raw() as libc::id_t, flags)?;
     Ok(peeked(info.si_pid, info.si_code, info.si_status))
 }
 

@@ -19,6 +19,19 @@ pub(super) fn cvt<T: PartialEq + From<i8>>(ret: T) -> io::Result<T> {
     }
 }
 
+/// A C string kept in a fixed-size field (`utsname.release`,
+/// `statfs.f_fstypename`, `proc_bsdinfo.pbi_comm`): its bytes up to the first
+/// NUL, or the whole field if it has none.
+// c_char is i8 on x86_64, u8 on aarch64 (where the cast is a no-op).
+#[allow(clippy::unnecessary_cast)]
+pub fn c_field(field: &[libc::c_char]) -> Vec<u8> {
+    field
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect()
+}
+
 /// The errno of an error bound for JS (its `code` is the errno's name), if
 /// it has one.
 pub fn errno_of(err: &io::Error) -> Option<i32> {
@@ -78,6 +91,30 @@ pub fn killpg(pgid: Pid, sig: Signal) -> io::Result<()> {
 pub fn getpgid(pid: Pid) -> io::Result<i32> {
     // SAFETY: plain syscall; pid is positive, so only this pid is asked about.
     cvt(unsafe { libc::getpgid(pid.as_raw()) })
+}
+
+/// `waitid(idtype, id, flags)`, retried on EINTR. The siginfo starts
+/// zeroed: with WNOHANG and nothing to report the kernel leaves it untouched,
+/// and `si_pid == 0` is how "still alive" is told apart.
+pub(super) fn waitid_info(
+    idtype: libc::idtype_t,
+    id: libc::id_t,
+    flags: libc::c_int,
+) -> io::Result<libc::siginfo_t> {
+    let mut info = std::mem::MaybeUninit::<libc::siginfo_t>::zeroed();
+    loop {
+        // SAFETY: the siginfo buffer is ours and large enough.
+        let ret = unsafe { libc::waitid(idtype, id, info.as_mut_ptr(), flags) };
+        if ret == 0 {
+            break;
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+    // SAFETY: zeroed and possibly filled by the kernel: initialised either way.
+    Ok(unsafe { info.assume_init() })
 }
 
 /// How a child ended, as `waitid` reports it.

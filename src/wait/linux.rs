@@ -18,74 +18,36 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 
-use tokio::io::unix::AsyncFd;
-use tokio::io::Interest;
-use tokio::sync::watch;
-
-use super::budget::Slot;
-use super::{decode_wait_status, judge_holder, poll_wait, Exited};
-use crate::exit_watch::{self, ExitStatus};
+use super::{decode_wait_status, Exited, Opened};
+use crate::exit_watch::ExitStatus;
 use crate::pid::Pid;
-use crate::proc_info::{self, ProcState};
+use crate::proc_info::{self, Identity, InfoError, ProcState};
 use crate::sys;
 
 /// The call whose failure a wait error names.
 pub const OPEN_CALL: &str = "pidfd_open";
 
-/// Must run inside a tokio runtime (the pidfd joins its reactor).
-pub async fn wait_for_exit(
-    pid: Pid,
-    identity: Option<&str>,
-    mut cancel: watch::Receiver<bool>,
-) -> io::Result<Option<Exited>> {
-    if exit_watch::forced_fallback() {
-        return poll_wait(pid, identity, cancel).await;
+/// A pidfd on `pid`: it pins the process, so what is read through it holds.
+pub fn open(pid: Pid) -> io::Result<Opened<OwnedFd>> {
+    match sys::pidfd_open(pid) {
+        Ok(fd) => Ok(Opened::Held(fd)),
+        Err(e) => match e.raw_os_error() {
+            // No such process; or a thread id, not a process (ENOENT since
+            // Linux 6.9, EINVAL before): liveness calls it no process, and
+            // so does this.
+            Some(libc::ESRCH | libc::ENOENT | libc::EINVAL) => Ok(Opened::Ended(Exited::GONE)),
+            Some(libc::ENOSYS | libc::EMFILE | libc::ENFILE) => Ok(Opened::Poll),
+            _ => Err(e),
+        },
     }
-    let Some(_slot) = Slot::take() else {
-        return poll_wait(pid, identity, cancel).await;
-    };
-    let pidfd = match sys::pidfd_open(pid) {
-        Ok(fd) => fd,
-        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(Some(Exited::GONE)),
-        // A thread id, not a process (ENOENT since Linux 6.9, EINVAL
-        // before): liveness calls it no process, and so does this.
-        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::EINVAL)) => {
-            return Ok(Some(Exited::GONE))
-        }
-        Err(e)
-            if matches!(
-                e.raw_os_error(),
-                Some(libc::ENOSYS) | Some(libc::EMFILE) | Some(libc::ENFILE)
-            ) =>
-        {
-            return poll_wait(pid, identity, cancel).await;
-        }
-        Err(e) => return Err(e),
-    };
-    if let Some(wanted) = identity {
-        // After opening: the pidfd pins the process, so the answer holds.
-        let found = proc_info::stat_and_identity_of_pidfd(pid, &pidfd).map(|o| o.map(|(_, i)| i));
-        if let Some(done) = judge_holder(found, wanted)? {
-            return Ok(Some(done));
-        }
-    }
-    // SAFETY: the OwnedFd moves into the AsyncFd and stays open (same fd)
-    // until the AsyncFd is dropped.
-    let afd = unsafe { AsyncFd::register_with_interest(pidfd, Interest::READABLE) }
-        .map_err(|e| e.into_parts().1)?;
-    tokio::select! {
-        ready = afd.readable() => drop(ready?),
-        _ = cancel.wait_for(|c| *c) => return Ok(None),
-    }
-    let pidfd = afd.into_inner();
-    Ok(Some(Exited {
-        pid_reused: false,
-        exit: exit_status(pid, &pidfd),
-    }))
+}
+
+pub fn holder(pid: Pid, pidfd: &OwnedFd) -> Result<Option<Identity>, InfoError> {
+    proc_info::stat_and_identity_of_pidfd(pid, pidfd).map(|o| o.map(|(_, i)| i))
 }
 
 /// The status of the exited process `pidfd` refers to (see the module docs).
-fn exit_status(pid: Pid, pidfd: &OwnedFd) -> Option<ExitStatus> {
+pub fn status(pid: Pid, pidfd: &OwnedFd) -> Option<ExitStatus> {
     if let Some(status) = sys::pidfd_exit_status(pidfd.as_fd()) {
         return Some(decode_wait_status(status));
     }
@@ -140,11 +102,11 @@ mod tests {
         assert!(sys::pidfd_unreaped(fd.as_fd()).unwrap());
         // Unreaped: the kernel has no status in the pidfd yet; /proc has it.
         assert_eq!(sys::pidfd_exit_status(fd.as_fd()), None);
-        assert_eq!(exit_status(pid, &fd), Some(ExitStatus::Code(7)));
+        assert_eq!(status(pid, &fd), Some(ExitStatus::Code(7)));
         child.wait().unwrap();
         assert!(!sys::pidfd_unreaped(fd.as_fd()).unwrap());
         // Reaped: from the pidfd on 6.15+, else none (the pid may be reused).
-        let reaped = exit_status(pid, &fd);
+        let reaped = status(pid, &fd);
         if sys::pidfd_exit_status(fd.as_fd()).is_some() {
             assert_eq!(reaped, Some(ExitStatus::Code(7)));
         } else {
@@ -155,10 +117,7 @@ mod tests {
     #[test]
     fn status_of_a_killed_zombie() {
         let (mut child, pid, fd) = zombie("kill -TERM $$");
-        assert_eq!(
-            exit_status(pid, &fd),
-            Some(ExitStatus::Signal(libc::SIGTERM))
-        );
+        assert_eq!(status(pid, &fd), Some(ExitStatus::Signal(libc::SIGTERM)));
         child.wait().unwrap();
     }
 }

@@ -15,56 +15,36 @@
 //! (kqueue(2)), and this process is not it.
 
 use std::io;
+use std::os::fd::OwnedFd;
 
-use tokio::io::unix::AsyncFd;
-use tokio::io::Interest;
-use tokio::sync::watch;
-
-use super::budget::Slot;
-use super::{judge_holder, poll_wait, Exited};
-use crate::exit_watch;
+use super::{Exited, Opened};
+use crate::exit_watch::ExitStatus;
 use crate::pid::Pid;
-use crate::proc_info;
+use crate::proc_info::{self, Identity, InfoError};
 use crate::sys;
 
 /// The call whose failure a wait error names.
 pub const OPEN_CALL: &str = "kevent";
 
-/// Must run inside a tokio runtime (the kqueue joins its reactor).
-pub async fn wait_for_exit(
-    pid: Pid,
-    identity: Option<&str>,
-    mut cancel: watch::Receiver<bool>,
-) -> io::Result<Option<Exited>> {
-    if exit_watch::forced_fallback() {
-        return poll_wait(pid, identity, cancel).await;
-    }
-    let Some(_slot) = Slot::take() else {
-        return poll_wait(pid, identity, cancel).await;
-    };
-    let kq = match sys::kqueue_for_exit(pid) {
-        Ok(Some(kq)) => kq,
+/// A kqueue watching `pid` for its exit.
+pub fn open(pid: Pid) -> io::Result<Opened<OwnedFd>> {
+    match sys::kqueue_for_exit(pid) {
+        Ok(Some(kq)) => Ok(Opened::Held(kq)),
         // kevent(2) ESRCH: no such process, or one past being watched (a
         // zombie, or exiting): either way it has exited.
-        Ok(None) => return Ok(Some(Exited::GONE)),
-        Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE)) => {
-            return poll_wait(pid, identity, cancel).await;
-        }
-        Err(e) => return Err(e),
-    };
-    if let Some(wanted) = identity {
-        let found = proc_info::process_info(pid).map(|o| o.map(|info| info.identity));
-        if let Some(done) = judge_holder(found, wanted)? {
-            return Ok(Some(done));
-        }
+        Ok(None) => Ok(Opened::Ended(Exited::GONE)),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => Ok(Opened::Poll),
+        Err(e) => Err(e),
     }
-    // SAFETY: the OwnedFd moves into the AsyncFd and stays open (same fd)
-    // until the AsyncFd is dropped.
-    let afd = unsafe { AsyncFd::register_with_interest(kq, Interest::READABLE) }
-        .map_err(|e| e.into_parts().1)?;
-    tokio::select! {
-        ready = afd.readable() => drop(ready?),
-        _ = cancel.wait_for(|c| *c) => return Ok(None),
-    }
-    Ok(Some(Exited::GONE))
+}
+
+/// Read after the kqueue is registered: if the process holding the pid then
+/// is the one asked about, the registration is on it (module docs).
+pub fn holder(pid: Pid, _kq: &OwnedFd) -> Result<Option<Identity>, InfoError> {
+    proc_info::process_info(pid).map(|o| o.map(|info| info.identity))
+}
+
+/// None: only the parent is told the status (module docs).
+pub fn status(_pid: Pid, _kq: &OwnedFd) -> Option<ExitStatus> {
+    None
 }

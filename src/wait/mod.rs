@@ -11,21 +11,31 @@
 //!
 //! Cancelling (an aborted signal in JS) drops the wait's future, and with it
 //! the pidfd and its reactor registration: nothing is left behind.
+//!
+//! The wait itself ([`wait_for_exit`]) is the same on every OS; each OS part
+//! opens the process and reads what it can through what holds it, Linux's
+//! and macOS's through the one descriptor `unix.rs` registers and budgets.
 
-#[cfg(any(target_os = "linux", target_os = "macos"))]
+#[cfg(unix)]
 mod budget;
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
-pub use linux::{wait_for_exit, OPEN_CALL};
+use linux as platform;
 #[cfg(target_os = "macos")]
 mod macos;
 #[cfg(target_os = "macos")]
-pub use macos::{wait_for_exit, OPEN_CALL};
+use macos as platform;
+#[cfg(unix)]
+mod unix;
+#[cfg(unix)]
+use unix::Held;
 #[cfg(windows)]
 mod windows;
 #[cfg(windows)]
-pub use windows::{wait_for_exit, OPEN_CALL};
+use windows::{self as platform, Held};
+
+pub use platform::OPEN_CALL;
 
 use std::io;
 use std::time::Duration;
@@ -56,6 +66,45 @@ impl Exited {
         pid_reused: true,
         exit: None,
     };
+}
+
+/// What opening a process for a wait found.
+pub enum Opened<H> {
+    /// The process, held (a pidfd or handle pins it; a kqueue watches it).
+    Held(H),
+    /// It had exited already, or was never a process.
+    Ended(Exited),
+    /// Nothing to hold it by (the fd budget or table is full, the kernel
+    /// has no pidfds, the fallback is forced): poll instead.
+    Poll,
+}
+
+/// Must run inside a tokio runtime (what holds the process joins its
+/// reactor).
+pub async fn wait_for_exit(
+    pid: Pid,
+    identity: Option<&str>,
+    mut cancel: watch::Receiver<bool>,
+) -> io::Result<Option<Exited>> {
+    let mut held = match Held::open(pid)? {
+        Opened::Held(held) => held,
+        Opened::Ended(exited) => return Ok(Some(exited)),
+        Opened::Poll => return poll_wait(pid, identity, cancel).await,
+    };
+    if let Some(wanted) = identity {
+        // Only now that the process is held does the answer hold.
+        if let Some(done) = judge_holder(held.holder(pid), wanted)? {
+            return Ok(Some(done));
+        }
+    }
+    tokio::select! {
+        exited = held.exited() => exited?,
+        _ = cancel.wait_for(|c| *c) => return Ok(None),
+    }
+    Ok(Some(Exited {
+        pid_reused: false,
+        exit: held.status(pid),
+    }))
 }
 
 /// Decodes a status in `waitpid`'s encoding.

@@ -4,44 +4,44 @@
 
 use std::io;
 
-use tokio::sync::watch;
-
-use super::{same_process, Exited};
+use super::{Exited, Opened};
 use crate::exit_watch::{ExitStatus, HandleWait};
 use crate::pid::Pid;
-use crate::proc_info;
+use crate::proc_info::{self, Identity, InfoError};
 use crate::sys;
 
 /// The call whose failure a wait error names.
 pub const OPEN_CALL: &str = "OpenProcess";
 
-pub async fn wait_for_exit(
-    pid: Pid,
-    identity: Option<&str>,
-    mut cancel: watch::Receiver<bool>,
-) -> io::Result<Option<Exited>> {
-    let access = sys::PROCESS_SYNCHRONIZE | sys::PROCESS_QUERY_LIMITED_INFORMATION;
-    let Some(handle) = sys::open_process(pid.as_raw() as u32, access)? else {
-        return Ok(Some(Exited::GONE));
-    };
-    if sys::has_exited(&handle)? {
-        return Ok(Some(Exited::GONE));
-    }
-    if let Some(wanted) = identity {
-        // After opening: the handle pins the process, so the answer holds.
-        if !same_process(&proc_info::identity_of_handle(&handle)?, wanted) {
-            return Ok(Some(Exited::REUSED));
+/// The process's handle, with a wait registered on it.
+pub struct Held(HandleWait);
+
+impl Held {
+    pub fn open(pid: Pid) -> io::Result<Opened<Held>> {
+        let access = sys::PROCESS_SYNCHRONIZE | sys::PROCESS_QUERY_LIMITED_INFORMATION;
+        let Some(handle) = sys::open_process(pid.as_raw() as u32, access)? else {
+            return Ok(Opened::Ended(Exited::GONE));
+        };
+        if sys::has_exited(&handle)? {
+            return Ok(Opened::Ended(Exited::GONE));
         }
+        Ok(Opened::Held(Held(HandleWait::new(handle)?)))
     }
-    let mut wait = HandleWait::new(handle)?;
-    tokio::select! {
-        _ = wait.exited() => {}
-        _ = cancel.wait_for(|c| *c) => return Ok(None),
+
+    /// The handle pins the process, so the answer holds.
+    pub fn holder(&self, _pid: Pid) -> Result<Option<Identity>, InfoError> {
+        proc_info::identity_of_handle(self.0.handle())
+            .map(Some)
+            .map_err(InfoError::Io)
     }
-    Ok(Some(Exited {
-        pid_reused: false,
-        exit: sys::exit_code(wait.handle())
-            .ok()
-            .map(|c| ExitStatus::Code(c as i32)),
-    }))
+
+    pub async fn exited(&mut self) -> io::Result<()> {
+        self.0.exited().await;
+        Ok(())
+    }
+
+    pub fn status(self, _pid: Pid) -> Option<ExitStatus> {
+        let code = sys::exit_code(self.0.handle()).ok()?;
+        Some(ExitStatus::Code(code as i32))
+    }
 }

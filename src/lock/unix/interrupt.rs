@@ -408,7 +408,7 @@ pub(super) struct Interruptible {
 /// module sends it only under the mutex that the waiter must take before it
 /// unregisters).
 #[derive(Clone, Copy)]
-pub(super) struct InterruptHandle {
+pub(in crate::lock) struct InterruptHandle {
     slot: &'static Slot,
     thread: libc::pthread_t,
     sig: c_int,

@@ -12,13 +12,7 @@ use super::os::{cvt, FsKind};
 // ---- filesystems ------------------------------------------------------------
 
 fn kind(st: &libc::statfs) -> FsKind {
-    let name: Vec<u8> = st
-        .f_fstypename
-        .iter()
-        .take_while(|&&c| c != 0)
-        .map(|&c| c as u8)
-        .collect();
-    fs_kind_by_name(&name)
+    fs_kind_by_name(&crate::sys::c_field(&st.f_fstypename))
 }
 
 pub(super) fn fs_kind_of_fd(fd: BorrowedFd<'_>) -> io::Result<FsKind> {

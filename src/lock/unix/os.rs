@@ -6,9 +6,12 @@
 //! the interruptible wait is `interrupt.rs`.
 
 use std::ffi::{c_int, CString};
+use std::fs::File;
 use std::io;
+use std::mem::ManuallyDrop;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use super::platform;
@@ -284,29 +287,24 @@ pub(super) fn truncate(fd: BorrowedFd<'_>, len: u64) -> io::Result<()> {
     }
 }
 
+/// `fd` as a `File`, for std's positioned reads and writes (`pread`,
+/// `pwrite`, retried on EINTR). Never closed through it: the caller keeps it
+/// within the borrow of `fd`.
+fn positioned(fd: BorrowedFd<'_>) -> ManuallyDrop<File> {
+    // SAFETY: `fd` is open for the borrow, and a ManuallyDrop never closes it.
+    ManuallyDrop::new(unsafe { File::from_raw_fd(fd.as_raw_fd()) })
+}
+
 /// Reads from offset 0 until `buf` is full or the file ends.
 pub(super) fn read_at_start(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    let file = positioned(fd);
     let mut done = 0;
     while done < buf.len() {
-        let rest = &mut buf[done..];
-        // SAFETY: `rest` is a valid, writable slice of the given length.
-        let n = unsafe {
-            libc::pread(
-                fd.as_raw_fd(),
-                rest.as_mut_ptr().cast(),
-                rest.len(),
-                done as libc::off_t,
-            )
-        };
-        match n {
-            0 => break,
-            n if n > 0 => done += n as usize,
-            _ => {
-                let e = io::Error::last_os_error();
-                if e.kind() != io::ErrorKind::Interrupted {
-                    return Err(e);
-                }
-            }
+        match file.read_at(&mut buf[done..], done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     }
     Ok(done)
@@ -314,30 +312,14 @@ pub(super) fn read_at_start(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<us
 
 /// Writes all of `data` from offset 0.
 pub(super) fn write_at_start(fd: BorrowedFd<'_>, data: &[u8]) -> io::Result<()> {
-    let mut done = 0;
-    while done < data.len() {
-        let rest = &data[done..];
-        // SAFETY: `rest` is a valid slice of the given length.
-        let n = unsafe {
-            libc::pwrite(
-                fd.as_raw_fd(),
-                rest.as_ptr().cast(),
-                rest.len(),
-                done as libc::off_t,
-            )
-        };
-        match n {
-            n if n > 0 => done += n as usize,
-            0 => return Err(io::Error::from_raw_os_error(libc::EIO)),
-            _ => {
-                let e = io::Error::last_os_error();
-                if e.kind() != io::ErrorKind::Interrupted {
-                    return Err(e);
-                }
-            }
+    positioned(fd).write_all_at(data, 0).map_err(|e| {
+        // A pwrite that wrote nothing and named no error.
+        if e.kind() == io::ErrorKind::WriteZero {
+            io::Error::from_raw_os_error(libc::EIO)
+        } else {
+            e
         }
-    }
-    Ok(())
+    })
 }
 
 pub(super) fn hostname() -> String {

@@ -4,12 +4,18 @@ use std::sync::mpsc;
 use std::sync::{Arc, Barrier};
 
 use super::*;
+use crate::lock::{wait, Cancel, Waiter};
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("procward-lock-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
+}
+
+/// The lock file `l` in a fresh scratch directory.
+fn lock_path(name: &str) -> PathBuf {
+    scratch(name).join("l")
 }
 
 fn open(path: &Path) -> LockFile {
@@ -66,8 +72,7 @@ fn records_escape_their_strings() {
 
 #[test]
 fn one_holder_at_a_time_even_within_a_process() {
-    let dir = scratch("exclusive");
-    let path = dir.join("l");
+    let path = lock_path("exclusive");
     let mut first = acquire(&path).expect("free lock");
     assert!(first.previous.is_empty());
     assert_eq!(std::fs::read_to_string(&path).unwrap(), first.record);
@@ -85,8 +90,7 @@ fn one_holder_at_a_time_even_within_a_process() {
 
 #[test]
 fn a_holder_that_dies_leaves_its_record() {
-    let dir = scratch("abandon");
-    let path = dir.join("l");
+    let path = lock_path("abandon");
     let first = acquire(&path).unwrap();
     let record = first.record.clone();
     first.lock.abandon();
@@ -146,8 +150,7 @@ fn created_0600_and_checked() {
 
 #[test]
 fn read_does_not_take_or_create() {
-    let dir = scratch("read");
-    let path = dir.join("l");
+    let path = lock_path("read");
     assert!(read(&path).unwrap().is_none());
     assert!(!path.exists());
     let mut held = acquire(&path).unwrap();
@@ -164,8 +167,7 @@ fn read_does_not_take_or_create() {
 
 #[test]
 fn only_an_exclusive_lock_counts_as_held() {
-    let dir = scratch("shared");
-    let path = dir.join("l");
+    let path = lock_path("shared");
     drop(open(&path));
     let other = std::fs::File::open(&path).unwrap();
     // SAFETY: a valid fd.
@@ -200,8 +202,7 @@ const LONG: Duration = Duration::from_secs(10);
 
 #[test]
 fn a_waiter_gets_the_lock_when_it_is_released() {
-    let dir = scratch("wait");
-    let path = dir.join("l");
+    let path = lock_path("wait");
     let mut holder = acquire(&path).unwrap();
     let (mut waiter, rx) = start_wait(&path);
     assert!(
@@ -220,8 +221,7 @@ fn a_waiter_gets_the_lock_when_it_is_released() {
 
 #[test]
 fn a_cancelled_waiter_ends_and_never_takes_the_lock() {
-    let dir = scratch("cancel");
-    let path = dir.join("l");
+    let path = lock_path("cancel");
     let mut holder = acquire(&path).unwrap();
     let (mut waiter, rx) = start_wait(&path);
     std::thread::sleep(Duration::from_millis(20));
@@ -237,8 +237,7 @@ fn a_cancelled_waiter_ends_and_never_takes_the_lock() {
 
 #[test]
 fn cancel_before_the_thread_runs() {
-    let dir = scratch("early");
-    let path = dir.join("l");
+    let path = lock_path("early");
     let _holder = acquire(&path).unwrap();
     let (mut waiter, rx) = start_wait(&path);
     assert_eq!(waiter.cancel(), Cancel::Cancelled);
@@ -251,8 +250,7 @@ fn cancel_before_the_thread_runs() {
 /// waiter holds it.
 #[test]
 fn cancel_racing_the_grant() {
-    let dir = scratch("race");
-    let path = dir.join("l");
+    let path = lock_path("race");
     let (mut cancelled, mut late) = (0, 0);
     for i in 0..300 {
         let mut holder = acquire(&path).unwrap();
@@ -295,8 +293,7 @@ fn cancel_racing_the_grant() {
 
 #[test]
 fn many_waiters_one_at_a_time() {
-    let dir = scratch("many");
-    let path = dir.join("l");
+    let path = lock_path("many");
     let mut holder = acquire(&path).unwrap();
     let (tx, rx) = mpsc::channel();
     let mut waiters: Vec<Waiter> = (0..12)
@@ -327,8 +324,7 @@ fn many_waiters_one_at_a_time() {
 /// wait must end, promptly, without the lock.
 #[test]
 fn cancel_at_any_moment_ends_the_wait() {
-    let dir = scratch("anytime");
-    let path = dir.join("l");
+    let path = lock_path("anytime");
     let _holder = acquire(&path).unwrap();
     for i in 0..1000u32 {
         let (mut waiter, rx) = start_wait(&path);
@@ -348,8 +344,7 @@ fn cancel_at_any_moment_ends_the_wait() {
 
 #[test]
 fn records_of_any_size_are_read_up_to_the_cap() {
-    let dir = scratch("sizes");
-    let path = dir.join("l");
+    let path = lock_path("sizes");
     for len in [0, 1, 4095, 4096, 4097, RECORD_MAX, RECORD_MAX + 10] {
         std::fs::write(&path, vec![b'x'; len]).unwrap();
         let seen = read(&path).unwrap().unwrap();
@@ -359,8 +354,7 @@ fn records_of_any_size_are_read_up_to_the_cap() {
 
 #[test]
 fn a_longer_old_record_is_cut_to_ours() {
-    let dir = scratch("longer");
-    let path = dir.join("l");
+    let path = lock_path("longer");
     let mut old = b"{\"pid\":1,\"purpose\":\"".to_vec();
     old.resize(700, b'y');
     std::fs::write(&path, &old).unwrap();
@@ -376,34 +370,44 @@ fn open_err(r: Result<LockFile, OpenError>) -> OpenError {
     }
 }
 
-/// A waiter blocked on a file that is then replaced (an editor's atomic
-/// save) or removed must not take the lock on the orphan when its holder
-/// lets go: it would hold a lock nobody else can see.
+/// Replaces the file `path` names with a new empty one (an editor's atomic
+/// save), or removes it.
+fn replace_or_remove(path: &Path, how: &str) {
+    if how == "rename" {
+        let new = path.with_extension("new");
+        std::fs::write(&new, b"").unwrap();
+        std::fs::rename(&new, path).unwrap();
+    } else {
+        std::fs::remove_file(path).unwrap();
+    }
+}
+
+/// `got` was taken on the file `path` names now, and holds it.
+fn holds_what_the_path_names(path: &Path, got: &Acquired, how: &str) {
+    assert!(
+        acquire(path).is_none(),
+        "{how}: the lock is not on the file the path names"
+    );
+    assert_eq!(std::fs::read_to_string(path).unwrap(), got.record);
+}
+
+/// A waiter blocked on a file that is then replaced or removed must not
+/// take the lock on the orphan when its holder lets go: it would hold a
+/// lock nobody else can see.
 #[test]
 fn a_waiter_never_ends_on_a_replaced_or_removed_file() {
     for how in ["rename", "unlink"] {
-        let dir = scratch(&format!("replaced-{how}"));
-        let path = dir.join("l");
+        let path = scratch(&format!("replaced-{how}")).join("l");
         let mut holder = acquire(&path).unwrap();
         let (mut waiter, rx) = start_wait(&path);
         std::thread::sleep(Duration::from_millis(20));
-        if how == "rename" {
-            let new = dir.join("l.new");
-            std::fs::write(&new, b"").unwrap();
-            std::fs::rename(&new, &path).unwrap();
-        } else {
-            std::fs::remove_file(&path).unwrap();
-        }
+        replace_or_remove(&path, how);
         holder.lock.release();
         let WaitEnd::Acquired(got) = rx.recv_timeout(LONG).unwrap() else {
             panic!("{how}: expected the lock")
         };
         waiter.join();
-        assert!(
-            acquire(&path).is_none(),
-            "{how}: the waiter holds the file the path names"
-        );
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), got.record);
+        holds_what_the_path_names(&path, &got, how);
     }
 }
 
@@ -412,24 +416,13 @@ fn a_waiter_never_ends_on_a_replaced_or_removed_file() {
 #[test]
 fn an_acquire_never_ends_on_a_replaced_or_removed_file() {
     for how in ["rename", "unlink"] {
-        let dir = scratch(&format!("replaced-try-{how}"));
-        let path = dir.join("l");
+        let path = scratch(&format!("replaced-try-{how}")).join("l");
         let file = open(&path);
-        if how == "rename" {
-            let new = dir.join("l.new");
-            std::fs::write(&new, b"").unwrap();
-            std::fs::rename(&new, &path).unwrap();
-        } else {
-            std::fs::remove_file(&path).unwrap();
-        }
+        replace_or_remove(&path, how);
         let Try::Acquired(got) = try_acquire(file, None).unwrap() else {
             panic!("{how}: expected the lock")
         };
-        assert!(
-            acquire(&path).is_none(),
-            "{how}: held on what the path names"
-        );
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), got.record);
+        holds_what_the_path_names(&path, &got, how);
     }
 }
 
@@ -457,8 +450,7 @@ fn a_hard_linked_file_is_refused_and_untouched() {
 
 #[test]
 fn foreign_content_is_refused_and_untouched() {
-    let dir = scratch("foreign");
-    let path = dir.join("l");
+    let path = lock_path("foreign");
     std::fs::write(&path, b"SQLite format 3\0...").unwrap();
     assert!(matches!(
         try_acquire(open(&path), None),

@@ -15,7 +15,6 @@ use std::ffi::{c_int, c_void};
 use std::io;
 
 /// `struct clone_args` up to `cgroup` (`CLONE_ARGS_SIZE_VER2`).
-#[cfg(target_arch = "x86_64")]
 #[repr(C)]
 struct CloneArgs {
     flags: u64,
@@ -31,7 +30,6 @@ struct CloneArgs {
     cgroup: u64,
 }
 
-#[cfg(target_arch = "x86_64")]
 const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 
 pub const fn supported() -> bool {
@@ -47,7 +45,6 @@ pub const fn supported() -> bool {
 /// As for `libc::clone` with `CLONE_VM | CLONE_VFORK`: `entry` makes only
 /// async-signal-safe calls on `arg`, which outlives the child's use of it;
 /// `stack` is unused by anyone else; the caller's signals are blocked.
-#[cfg(target_arch = "x86_64")]
 pub unsafe fn clone_into(
     entry: extern "C" fn(*mut c_void) -> c_int,
     arg: *mut c_void,
@@ -76,6 +73,26 @@ pub unsafe fn clone_into(
         set_tid_size: 0,
         cgroup: cgroup_fd as u64,
     };
+    // SAFETY: as the caller promised for `entry`, `arg` and `stack`; `args`
+    // lives across the call.
+    let ret = unsafe { clone3(&args, entry, arg) };
+    if ret < 0 {
+        return Err(io::Error::from_raw_os_error(-ret as i32));
+    }
+    Ok(ret as libc::pid_t)
+}
+
+/// The `clone3` syscall, its child calling `entry(arg)` on the stack `args`
+/// names and exiting with its result: the raw return (a pid, or -errno).
+///
+/// # Safety
+/// As for [`clone_into`].
+#[cfg(target_arch = "x86_64")]
+unsafe fn clone3(
+    args: &CloneArgs,
+    entry: extern "C" fn(*mut c_void) -> c_int,
+    arg: *mut c_void,
+) -> i64 {
     let ret: i64;
     // SAFETY: the syscall reads `args` (alive across it); in the parent it
     // clobbers only rax, rcx and r11. The child (rax == 0) starts on its own
@@ -95,7 +112,7 @@ pub unsafe fn clone_into(
             "ud2",
             "2:",
             inlateout("rax") libc::SYS_clone3 => ret,
-            in("rdi") &args as *const CloneArgs,
+            in("rdi") args as *const CloneArgs,
             in("rsi") std::mem::size_of::<CloneArgs>(),
             in("r12") arg,
             in("r13") entry as usize,
@@ -103,20 +120,10 @@ pub unsafe fn clone_into(
             lateout("r11") _,
         );
     }
-    if ret < 0 {
-        return Err(io::Error::from_raw_os_error(-ret as i32));
-    }
-    Ok(ret as libc::pid_t)
+    ret
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-pub unsafe fn clone_into(
-    _entry: extern "C" fn(*mut c_void) -> c_int,
-    _arg: *mut c_void,
-    _stack: &mut [u8],
-    _cgroup_fd: c_int,
-    _want_pidfd: bool,
-    _pidfd: &mut c_int,
-) -> io::Result<libc::pid_t> {
-    Err(io::Error::from_raw_os_error(libc::ENOSYS))
+unsafe fn clone3(_: &CloneArgs, _: extern "C" fn(*mut c_void) -> c_int, _: *mut c_void) -> i64 {
+    -i64::from(libc::ENOSYS)
 }

@@ -74,41 +74,32 @@ fn check(ret: c_int) -> Result<(), SpawnError> {
     }
 }
 
-struct Attr(libc::posix_spawnattr_t);
+/// A posix_spawn attribute or file-actions object: initialised by its
+/// `init`, destroyed once by its `destroy` when dropped.
+struct SpawnObject<T>(T, unsafe extern "C" fn(*mut T) -> c_int);
 
-impl Attr {
-    fn new() -> Result<Attr, SpawnError> {
-        let mut attr = MaybeUninit::<libc::posix_spawnattr_t>::uninit();
-        // SAFETY: initialises the attribute object we own.
-        check(unsafe { libc::posix_spawnattr_init(attr.as_mut_ptr()) })?;
-        // SAFETY: posix_spawnattr_init succeeded.
-        Ok(Attr(unsafe { attr.assume_init() }))
+type Attr = SpawnObject<libc::posix_spawnattr_t>;
+type Actions = SpawnObject<libc::posix_spawn_file_actions_t>;
+
+impl<T> SpawnObject<T> {
+    /// # Safety
+    /// `init` and `destroy` are the C library's pair for a `T`.
+    unsafe fn new(
+        init: unsafe extern "C" fn(*mut T) -> c_int,
+        destroy: unsafe extern "C" fn(*mut T) -> c_int,
+    ) -> Result<SpawnObject<T>, SpawnError> {
+        let mut obj = MaybeUninit::<T>::uninit();
+        // SAFETY: initialises the object we own (the caller named `init`).
+        check(unsafe { init(obj.as_mut_ptr()) })?;
+        // SAFETY: `init` succeeded.
+        Ok(SpawnObject(unsafe { obj.assume_init() }, destroy))
     }
 }
 
-impl Drop for Attr {
+impl<T> Drop for SpawnObject<T> {
     fn drop(&mut self) {
         // SAFETY: destroys the object initialised in `new`, once.
-        unsafe { libc::posix_spawnattr_destroy(&mut self.0) };
-    }
-}
-
-struct Actions(libc::posix_spawn_file_actions_t);
-
-impl Actions {
-    fn new() -> Result<Actions, SpawnError> {
-        let mut actions = MaybeUninit::<libc::posix_spawn_file_actions_t>::uninit();
-        // SAFETY: initialises the file-actions object we own.
-        check(unsafe { libc::posix_spawn_file_actions_init(actions.as_mut_ptr()) })?;
-        // SAFETY: posix_spawn_file_actions_init succeeded.
-        Ok(Actions(unsafe { actions.assume_init() }))
-    }
-}
-
-impl Drop for Actions {
-    fn drop(&mut self) {
-        // SAFETY: destroys the object initialised in `new`, once.
-        unsafe { libc::posix_spawn_file_actions_destroy(&mut self.0) };
+        unsafe { (self.1)(&mut self.0) };
     }
 }
 
@@ -122,7 +113,8 @@ fn null_terminated(strings: &[CString]) -> Vec<*mut c_char> {
 }
 
 fn attributes(prep: &Prepared) -> Result<Attr, SpawnError> {
-    let mut attr = Attr::new()?;
+    // SAFETY: the attribute object's own init and destroy.
+    let mut attr = unsafe { Attr::new(libc::posix_spawnattr_init, libc::posix_spawnattr_destroy) }?;
     let mut flags = libc::POSIX_SPAWN_SETSIGDEF
         | libc::POSIX_SPAWN_SETSIGMASK
         | libc::POSIX_SPAWN_CLOEXEC_DEFAULT;
@@ -160,7 +152,13 @@ fn is_open(fd: c_int) -> bool {
 }
 
 fn file_actions(prep: &Prepared) -> Result<Actions, SpawnError> {
-    let mut actions = Actions::new()?;
+    // SAFETY: the file-actions object's own init and destroy.
+    let mut actions = unsafe {
+        Actions::new(
+            libc::posix_spawn_file_actions_init,
+            libc::posix_spawn_file_actions_destroy,
+        )
+    }?;
     for (target, spec) in prep.child_stdio.iter().enumerate() {
         let target = target as c_int;
         let src = spec.raw();

@@ -1,7 +1,7 @@
 //! Every flavour this system can run (on Linux: its own and macOS's).
 
-use std::os::fd::AsFd;
-use std::path::PathBuf;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU32;
 use std::sync::{mpsc, Arc, Barrier};
 use std::time::Duration;
@@ -25,7 +25,7 @@ fn scratch(name: &str) -> PathBuf {
 /// A waiter on `path`, held by someone else, in flavour `flavour`: its
 /// interrupt handle and the channel its end comes on.
 fn waiter(
-    path: &std::path::Path,
+    path: &Path,
     flavour: &'static Flavour,
     between: impl Fn() + Send + 'static,
 ) -> (
@@ -48,93 +48,93 @@ fn waiter(
     (handle_rx.recv().unwrap(), end_rx, thread)
 }
 
+/// `path` opened and locked by a holder other than the waiters.
+fn held(path: &Path) -> OwnedFd {
+    let holder = open_for_lock(path, 0o600, false).unwrap();
+    assert!(try_lock_exclusive(holder.as_fd()).unwrap());
+    holder
+}
+
+/// A waiter's end, received within 5 s: the interrupt's.
+fn assert_interrupted(end: Result<Result<(), Blocked>, mpsc::RecvTimeoutError>, what: &str) {
+    let end = end.unwrap_or_else(|_| panic!("{what}: the interrupt was lost"));
+    assert!(matches!(end, Err(Blocked::Interrupted)), "{what}: {end:?}");
+}
+
+/// Runs `test` in every flavour, one at a time, each on a scratch path of
+/// its own (removed afterwards).
+fn each_flavour(name: &str, test: impl Fn(&str, &'static Flavour, &Path)) {
+    let _serial = serial();
+    for (i, flavour) in platform::test_flavours().into_iter().enumerate() {
+        let path = scratch(&format!("{name}{i}"));
+        test(&format!("flavour {i}"), flavour, &path);
+        let _ = std::fs::remove_file(&path);
+    }
+}
+
+/// True once `cond` holds, within about a second.
+fn eventually(cond: impl Fn() -> bool) -> bool {
+    for _ in 0..500 {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    false
+}
+
 /// The race the handler's dup2 exists for: the interrupt lands after the
 /// waiter's last check, before it enters flock. Without the dup2 the signal
 /// would be spent and flock would block for good.
 #[test]
 fn an_interrupt_before_the_call_is_not_lost() {
-    let _serial = serial();
-    for (i, flavour) in platform::test_flavours().into_iter().enumerate() {
-        let path = scratch(&format!("window{i}"));
-        let holder = open_for_lock(&path, 0o600, false).unwrap();
-        assert!(try_lock_exclusive(holder.as_fd()).unwrap());
+    each_flavour("window", |what, flavour, path| {
+        let holder = held(path);
         let in_window = Arc::new(Barrier::new(2));
         let theirs = in_window.clone();
-        let (handle, end, thread) = waiter(&path, flavour, move || {
+        let (handle, end, thread) = waiter(path, flavour, move || {
             theirs.wait();
             std::thread::sleep(Duration::from_millis(30));
         });
         in_window.wait();
         handle.interrupt();
-        let end = end
-            .recv_timeout(Duration::from_secs(5))
-            .unwrap_or_else(|_| panic!("flavour {i}: the interrupt was lost"));
-        assert!(
-            matches!(end, Err(Blocked::Interrupted)),
-            "flavour {i}: {end:?}"
-        );
+        assert_interrupted(end.recv_timeout(Duration::from_secs(5)), what);
         thread.join().unwrap();
         // The lock fd was swapped out, never locked: the holder still has it.
-        let other = open_for_lock(&path, 0o600, false).unwrap();
+        let other = open_for_lock(path, 0o600, false).unwrap();
         assert!(!try_lock_exclusive(other.as_fd()).unwrap());
         drop(holder);
-        let _ = std::fs::remove_file(&path);
-    }
+    });
 }
 
-/// Interrupted while blocked in flock, in every flavour.
-#[test]
-fn an_interrupt_ends_a_blocked_flock() {
-    let _serial = serial();
-    for (i, flavour) in platform::test_flavours().into_iter().enumerate() {
-        let path = scratch(&format!("blocked{i}"));
-        let holder = open_for_lock(&path, 0o600, false).unwrap();
-        assert!(try_lock_exclusive(holder.as_fd()).unwrap());
-        let (handle, end, thread) = waiter(&path, flavour, || {});
-        std::thread::sleep(Duration::from_millis(30));
-        assert!(end.try_recv().is_err(), "flavour {i}: not waiting");
-        handle.interrupt();
-        let end = end
-            .recv_timeout(Duration::from_secs(5))
-            .unwrap_or_else(|_| panic!("flavour {i}: the interrupt was lost"));
-        assert!(
-            matches!(end, Err(Blocked::Interrupted)),
-            "flavour {i}: {end:?}"
-        );
-        thread.join().unwrap();
-        drop(holder);
-        let _ = std::fs::remove_file(&path);
-    }
-}
-
-/// Something replaced our handler after we claimed the signal (here:
+/// Interrupted while blocked in flock, in every flavour; and so even where
+/// something replaced our handler after we claimed the signal (here:
 /// SIG_IGN; an LD_PRELOAD library or another addon can do the same).
-/// Without a check at cancel time the interrupt is lost and the waiter
+/// Without a check at cancel time that interrupt is lost and the waiter
 /// blocks until the holder lets go.
 #[test]
-fn an_interrupt_survives_a_replaced_handler() {
-    let _serial = serial();
-    for (i, flavour) in platform::test_flavours().into_iter().enumerate() {
-        let path = scratch(&format!("foreign{i}"));
-        let holder = open_for_lock(&path, 0o600, false).unwrap();
-        assert!(try_lock_exclusive(holder.as_fd()).unwrap());
-        let (handle, end, thread) = waiter(&path, flavour, || {});
-        std::thread::sleep(Duration::from_millis(20));
-        let sig = flavour.signal().unwrap();
-        // SAFETY: SIG_IGN for a signal whose only users in this test
-        // process are our waiters (and these tests).
-        unsafe { libc::signal(sig, libc::SIG_IGN) };
-        handle.interrupt();
-        let end = end.recv_timeout(Duration::from_secs(5));
-        drop(holder);
-        let end = end.unwrap_or_else(|_| panic!("flavour {i}: the interrupt was lost to SIG_IGN"));
-        assert!(
-            matches!(end, Err(Blocked::Interrupted)),
-            "flavour {i}: {end:?}"
-        );
-        thread.join().unwrap();
-        assert!(is_ours(sig));
-        let _ = std::fs::remove_file(&path);
+fn an_interrupt_ends_a_blocked_flock_even_past_a_replaced_handler() {
+    for replaced in [false, true] {
+        each_flavour("blocked", |what, flavour, path| {
+            let what = format!("{what}{}", if replaced { ", SIG_IGN" } else { "" });
+            let holder = held(path);
+            let (handle, end, thread) = waiter(path, flavour, || {});
+            std::thread::sleep(Duration::from_millis(30));
+            assert!(end.try_recv().is_err(), "{what}: not waiting");
+            let sig = flavour.signal().unwrap();
+            if replaced {
+                // SAFETY: SIG_IGN for a signal whose only users in this test
+                // process are our waiters (and these tests).
+                unsafe { libc::signal(sig, libc::SIG_IGN) };
+            }
+            handle.interrupt();
+            let end = end.recv_timeout(Duration::from_secs(5));
+            // Let go first: a waiter whose interrupt was lost ends too.
+            drop(holder);
+            assert_interrupted(end, &what);
+            thread.join().unwrap();
+            assert!(is_ours(sig), "{what}");
+        });
     }
 }
 
@@ -164,13 +164,7 @@ fn set_action(sig: c_int, handler: usize, flags: c_int) {
 }
 
 fn wait_seen(n: u32) -> bool {
-    for _ in 0..500 {
-        if SEEN.load(Ordering::SeqCst) >= n {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    false
+    eventually(|| SEEN.load(Ordering::SeqCst) >= n)
 }
 
 /// SIGURG belongs to whoever had it: a signal that is not our interrupt
@@ -201,8 +195,7 @@ fn sigurg_chains_to_the_handler_that_was_there() {
 
     // On a waiter that is not cancelled: theirs, and the wait goes on.
     let path = scratch("chain");
-    let holder = open_for_lock(&path, 0o600, false).unwrap();
-    assert!(try_lock_exclusive(holder.as_fd()).unwrap());
+    let holder = held(&path);
     let (handle, end, thread) = waiter(&path, &SIGURG_SOCKET, || {});
     std::thread::sleep(Duration::from_millis(20));
     // SAFETY: the waiter thread is alive (it has not sent its end).
@@ -213,10 +206,7 @@ fn sigurg_chains_to_the_handler_that_was_there() {
 
     // Our own interrupt: consumed, not passed on.
     handle.interrupt();
-    let end = end
-        .recv_timeout(Duration::from_secs(5))
-        .expect("the interrupt was lost");
-    assert!(matches!(end, Err(Blocked::Interrupted)), "{end:?}");
+    assert_interrupted(end.recv_timeout(Duration::from_secs(5)), "SIGURG");
     thread.join().unwrap();
     std::thread::sleep(Duration::from_millis(20));
     assert_eq!(
@@ -255,12 +245,7 @@ fn sigurg_chains_to_a_plain_handler() {
     assert_ne!(disposition(sig).unwrap().sa_flags & libc::SA_RESTART, 0);
     // SAFETY: signals this thread; the handler chains to `plain`.
     unsafe { libc::pthread_kill(libc::pthread_self(), sig) };
-    for _ in 0..500 {
-        if PLAIN.load(Ordering::SeqCst) > 0 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    eventually(|| PLAIN.load(Ordering::SeqCst) > 0);
     assert_eq!(PLAIN.load(Ordering::SeqCst), 1);
     set_action(sig, libc::SIG_DFL, 0);
     assert!(install(sig));
@@ -288,12 +273,7 @@ fn a_handler_that_chains_back_does_not_recurse() {
     assert!(install(sig));
     // SAFETY: signals this thread; ours chains to `chains_back`, which calls ours.
     unsafe { libc::pthread_kill(libc::pthread_self(), sig) };
-    for _ in 0..500 {
-        if BACK.load(Ordering::SeqCst) > 0 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    eventually(|| BACK.load(Ordering::SeqCst) > 0);
     std::thread::sleep(Duration::from_millis(10));
     assert_eq!(BACK.load(Ordering::SeqCst), 1);
     set_action(sig, libc::SIG_DFL, 0);
