@@ -1,3 +1,4 @@
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { readSupervisorState } from '../../index.js'
@@ -135,8 +136,18 @@ describe('procward status and stop', () => {
 
 describe('procward lock', () => {
   it('excludes a second holder (75), --wait waits, and the command status is passed on', async () => {
-    const file = join(tempDir(), 'job.lock')
-    const holder = new Cli(others, ['lock', file, '--', 'sh', '-c', 'echo locked; sleep 0.6'])
+    const dir = tempDir()
+    const file = join(dir, 'job.lock')
+    const go = join(dir, 'go')
+    // Holds the lock until the test says so: nothing here hangs on timing.
+    const holder = new Cli(others, [
+      'lock',
+      file,
+      '--',
+      'sh',
+      '-c',
+      `echo locked; while [ ! -e ${go} ]; do sleep 0.02; done`,
+    ])
     await waitFor(() => holder.out.includes('locked'), 5000, 'the first holder')
 
     const second = await cli(['lock', file, '--', 'sh', '-c', 'echo ran'])
@@ -144,15 +155,20 @@ describe('procward lock', () => {
     expect(second.out).toBe('')
     expect(second.err).toMatch(/locked by pid \d+/)
 
-    const t0 = Date.now()
-    const waited = await cli(['lock', file, '--wait', '--', 'sh', '-c', 'echo ran; exit 7'])
+    let waitedEnded = false
+    const waiting = cli(['lock', file, '--wait', '--', 'sh', '-c', 'echo ran; exit 7']).finally(() => {
+      waitedEnded = true
+    })
+    await sleep(300)
+    expect(waitedEnded).toBe(false) // still waiting: the lock is held
+    writeFileSync(go, '')
+    const waited = await waiting
     expect(waited.out).toBe('ran\n')
     expect(waited.code).toBe(7)
-    expect(Date.now() - t0).toBeGreaterThanOrEqual(200)
     expect((await holder.done).code).toBe(0)
 
-    const bounded = new Cli(others, ['lock', file, '--', 'sleep', '5'])
-    await sleep(200)
+    const bounded = new Cli(others, ['lock', file, '--', 'sh', '-c', 'echo locked; exec sleep 5'])
+    await waitFor(() => bounded.out.includes('locked'), 5000, 'the bounded holder')
     const timedOut = await cli(['lock', file, '--wait=100', '--', 'true'])
     expect(timedOut.code).toBe(75)
     bounded.proc.kill('SIGTERM')
