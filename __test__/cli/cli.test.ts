@@ -26,6 +26,9 @@ const tempDir = tempDirs('procward-cli-')
 
 const cli = (args: string[]) => runCli(others, args)
 
+/** `procward lock FILE -- sh -c SCRIPT`, running. */
+const lockHolder = (file: string, script: string) => new Cli(others, ['lock', file, '--', 'sh', '-c', script])
+
 describe('procward run', () => {
   it('serves, restarts a kill -9ed child, and exits cleanly on SIGTERM leaving no child', async () => {
     const port = await freePort()
@@ -140,14 +143,7 @@ describe('procward lock', () => {
     const file = join(dir, 'job.lock')
     const go = join(dir, 'go')
     // Holds the lock until the test says so: nothing here hangs on timing.
-    const holder = new Cli(others, [
-      'lock',
-      file,
-      '--',
-      'sh',
-      '-c',
-      `echo locked; while [ ! -e ${go} ]; do sleep 0.02; done`,
-    ])
+    const holder = lockHolder(file, `echo locked; while [ ! -e ${go} ]; do sleep 0.02; done`)
     await waitFor(() => holder.out.includes('locked'), 5000, 'the first holder')
 
     const second = await cli(['lock', file, '--', 'sh', '-c', 'echo ran'])
@@ -167,7 +163,7 @@ describe('procward lock', () => {
     expect(waited.code).toBe(7)
     expect((await holder.done).code).toBe(0)
 
-    const bounded = new Cli(others, ['lock', file, '--', 'sh', '-c', 'echo locked; exec sleep 5'])
+    const bounded = lockHolder(file, 'echo locked; exec sleep 5')
     await waitFor(() => bounded.out.includes('locked'), 5000, 'the bounded holder')
     const timedOut = await cli(['lock', file, '--wait=100', '--', 'true'])
     expect(timedOut.code).toBe(75)
@@ -228,14 +224,7 @@ describe('hardening', () => {
   it('lock: a command that ignores signals keeps the lock on the first SIGTERM, and is SIGKILLed on the second', async () => {
     const file = join(tempDir(), 'job.lock')
     // SIG_IGN survives exec: sleep itself ignores them.
-    const holder = new Cli(others, [
-      'lock',
-      file,
-      '--',
-      'sh',
-      '-c',
-      'trap "" TERM INT HUP; echo locked; exec sleep 1000',
-    ])
+    const holder = lockHolder(file, 'trap "" TERM INT HUP; echo locked; exec sleep 1000')
     await waitFor(() => holder.out.includes('locked'), 5000, 'the holder')
     holder.proc.kill('SIGTERM')
     await sleep(200)
