@@ -23,3 +23,6 @@ for (const name of wanted) {
   await mod.run()
 }
 printTargets()
+// Every process a benchmark started is gone by now (each ends its own by
+// pid); pm2's client may keep sockets to its killed daemon open for good.
+process.exit()
