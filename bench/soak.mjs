@@ -205,6 +205,7 @@ export async function run() {
     }
   }
   await Promise.all(Array.from({ length: CONCURRENCY }, worker))
+  if (done % SAMPLE_EVERY !== 0) sample(done)
   const secs = (performance.now() - t0) / 1000
   // The swept workers were SIGKILLed before their leader's reap; init reaps
   // them (late on some machines), so give the zombie-aware check a moment.
@@ -219,7 +220,6 @@ export async function run() {
     } catch {}
   }
   const zombies = zombieChildren()
-  sample(done)
 
   table(
     [...tally.entries()]
