@@ -48,7 +48,7 @@ export async function run() {
       cp: (k) => killToExit(childProcess, k),
       bun,
     },
-    { n, warm: 20, better: (a, b) => a.p50 < b.p50 },
+    { n, warm: 20 },
   )
   const rows = rowsOf(
     [
@@ -64,7 +64,9 @@ export async function run() {
       n: s.n,
     }),
   )
-  console.log(`\n## Exit delivery: SIGKILL → 'exit' in JS (${n} kills, best of 3 interleaved rounds)\n`)
+  console.log(
+    `\n## Exit delivery: SIGKILL → 'exit' in JS (${n} kills, best of 3 interleaved rounds, figure by figure)\n`,
+  )
   table(rows, ['api', 'p50 µs', 'p95 µs', 'p99 µs', 'max µs', 'n'])
   const pw = best.procward
   if (best.cp) console.log(`\np50 gap to child_process: ${fmt(pw.p50 - best.cp.p50, 0)} µs (negative: procward sooner)`)

@@ -31,7 +31,7 @@ export async function run() {
       bun: viaPeer((k) => bunRound('spawn', k)),
       floor: viaPeer(floorRound),
     },
-    { n, warm: 50, better: (a, b) => a.perSec > b.perSec },
+    { n, warm: 50 },
   )
   const rows = rowsOf(
     [
@@ -48,7 +48,9 @@ export async function run() {
       p99: fmt(r.call.p99, 0),
     }),
   )
-  console.log(`\n## Spawn: /bin/true, sequential spawn → exit, best of 3 interleaved rounds of ${n}\n`)
+  console.log(
+    `\n## Spawn: /bin/true, sequential spawn → exit, best of 3 interleaved rounds of ${n}, figure by figure\n`,
+  )
   table(rows, ['api', 'spawns/s', 'vs procward', 'µs/call mean', 'p50', 'p99'])
   console.log('\n(µs/call: JS-thread time of the spawn call; for C, of the posix_spawn call.)')
   if (!best.floor) console.log(`C floor: not measured (${compiled('spawn-floor').why})`)

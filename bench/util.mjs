@@ -39,12 +39,35 @@ export async function sequential(start, n) {
 }
 
 /**
+ * Best of rounds figure by figure: the highest `perSec`, the lowest of every
+ * other number (times), `n` as it is; null for no rounds.
+ */
+export function bestEach(rounds) {
+  const merge = (vals, key) => {
+    if (typeof vals[0] === 'object') {
+      return Object.fromEntries(
+        Object.keys(vals[0]).map((k) => [
+          k,
+          merge(
+            vals.map((v) => v[k]),
+            k,
+          ),
+        ]),
+      )
+    }
+    if (key === 'n') return vals[0]
+    return key === 'perSec' ? Math.max(...vals) : Math.min(...vals)
+  }
+  return rounds.length ? merge(rounds, '') : null
+}
+
+/**
  * Side by side on a shared machine: each contender (`(n) => Promise<result
  * | null>`, null when it cannot run here) gets a warm-up round of `warm`,
  * then `rounds` rounds of `n`, interleaved so that drift hits all alike.
- * Returns each contender's best round (`better(a, b)`: a beats b), or null.
+ * Returns each contender's best of rounds, figure by figure (`bestEach`), or null.
  */
-export async function bestOfInterleaved(contenders, { n, warm, rounds = 3, better }) {
+export async function bestOfInterleaved(contenders, { n, warm, rounds = 3 }) {
   const names = Object.keys(contenders)
   for (const name of names) await contenders[name](warm)
   const res = Object.fromEntries(names.map((name) => [name, []]))
@@ -54,8 +77,7 @@ export async function bestOfInterleaved(contenders, { n, warm, rounds = 3, bette
       if (r) res[name].push(r)
     }
   }
-  const best = (xs) => (xs.length ? xs.reduce((a, b) => (better(b, a) ? b : a)) : null)
-  return Object.fromEntries(names.map((name) => [name, best(res[name])]))
+  return Object.fromEntries(names.map((name) => [name, bestEach(res[name])]))
 }
 
 const targets = []
