@@ -1,14 +1,28 @@
-// pnpm bench [liveness|spawn|exit|scale|stop|lock|supervisor|ready|cgroup ...]: procward side by side with
-// the alternatives, in one run, on this machine. Figures, not pass/fail.
+// pnpm bench [liveness|spawn|exit|scale|stop|lock|supervisor|ready|cgroup|soak ...] [--cycles N]:
+// procward side by side with the alternatives, in one run, on this machine.
+// Figures, not pass/fail: each target is printed with its figures and "met"
+// or "not met", and again together at the end. `soak` (100 000 cycles, a few
+// minutes) runs only when named.
 import os from 'node:os'
+import { printTargets } from './util.mjs'
 
 const all = ['liveness', 'spawn', 'exit', 'scale', 'stop', 'lock', 'supervisor', 'ready', 'cgroup']
-const wanted = process.argv.slice(2).length ? process.argv.slice(2) : all
+const known = [...all, 'soak']
+// Options (`--name value`) are for the benchmarks to read from process.argv.
+const args = process.argv.slice(2)
+const names = args.filter((a, i) => !a.startsWith('--') && !args[i - 1]?.startsWith('--'))
+const wanted = names.length ? names : all
+for (const name of wanted) {
+  if (!known.includes(name)) throw new Error(`unknown benchmark ${name}; one of ${known.join(', ')}`)
+}
 console.log(
   `# procward benchmarks — ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Linux ${os.release()}, node ${process.version}`,
 )
 for (const name of wanted) {
-  if (!all.includes(name)) throw new Error(`unknown benchmark ${name}; one of ${all.join(', ')}`)
   const mod = await import(`./${name}.mjs`)
   await mod.run()
 }
+printTargets()
+// Every process a benchmark started is gone by now (each ends its own by
+// pid); pm2's client may keep sockets to its killed daemon open for good.
+process.exit()

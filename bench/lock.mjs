@@ -49,6 +49,15 @@ const POLL_MS = 10 // how often proper-lockfile and the pid file retry here
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 const monoMs = () => Number(process.hrtime.bigint()) / 1e6
 
+/** proper-lockfile retrying every POLL_MS for up to capMs: `onHeld()`, then released. */
+function properLockfileOnce(file, { capMs, stale }, onHeld) {
+  const retries = { retries: Math.ceil(capMs / POLL_MS), factor: 1, minTimeout: POLL_MS, maxTimeout: POLL_MS }
+  return properLockfile.lock(file, { realpath: false, stale, retries }).then((release) => {
+    onHeld()
+    return release()
+  })
+}
+
 function pidFileTry(file) {
   try {
     const fd = openSync(file, 'wx')
@@ -178,16 +187,7 @@ async function afterZombie(impl, file, { capMs, stale }) {
       state = stateOf(holder)
     })
   } else if (impl === 'proper-lockfile') {
-    contender = properLockfile
-      .lock(file, {
-        realpath: false,
-        stale,
-        retries: { retries: Math.ceil(capMs / POLL_MS), factor: 1, minTimeout: POLL_MS, maxTimeout: POLL_MS },
-      })
-      .then((release) => {
-        mark()
-        return release()
-      })
+    contender = properLockfileOnce(file, { capMs, stale }, mark)
   } else {
     contender = (async () => {
       while (!done) {
@@ -277,16 +277,9 @@ async function afterKill(impl, target, { capMs, stale, pgUrl }) {
       return l.release()
     })
   } else {
-    contender = properLockfile
-      .lock(target, {
-        realpath: false,
-        stale,
-        retries: { retries: Math.ceil(capMs / POLL_MS), factor: 1, minTimeout: POLL_MS, maxTimeout: POLL_MS },
-      })
-      .then((release) => {
-        got = monoMs()
-        return release()
-      })
+    contender = properLockfileOnce(target, { capMs, stale }, () => {
+      got = monoMs()
+    })
   }
   await sleep(100) // the contender is waiting
   const killedAt = monoMs()

@@ -1,8 +1,9 @@
 // Other runtimes as columns beside procward: Bun from the npm registry
-// (@oven/bun-linux-x64, the same cached copy the test command uses).
+// (@oven/bun-linux-x64, the same cached copy the test command uses), and C
+// programs (bench/c/) compiled with `cc` at bench time into a temp dir.
 import { execFile, execFileSync } from 'node:child_process'
-import { existsSync, mkdirSync } from 'node:fs'
-import { homedir } from 'node:os'
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs'
+import { homedir, tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
@@ -31,14 +32,53 @@ export function bunPath() {
   return existsSync(bin) ? bin : null
 }
 
-/** Runs one round of `mode` under Bun; resolves to its JSON, or null without Bun. */
-export function bunRound(mode, n) {
-  const bun = bunPath()
-  if (!bun) return Promise.resolve(null)
+/** Runs `file args` and resolves to the JSON line it prints. */
+function jsonOf(file, args) {
   return new Promise((resolve, reject) => {
-    execFile(bun, [join(here, 'bun-peer.mjs'), mode, String(n)], { maxBuffer: 64 << 20 }, (err, stdout) => {
+    execFile(file, args, { maxBuffer: 64 << 20 }, (err, stdout) => {
       if (err) reject(err)
       else resolve(JSON.parse(stdout))
     })
   })
+}
+
+/** Runs one round of `mode` under Bun; resolves to its JSON, or null without Bun. */
+export function bunRound(mode, n) {
+  const bun = bunPath()
+  return bun ? jsonOf(bun, [join(here, 'bun-peer.mjs'), mode, String(n)]) : Promise.resolve(null)
+}
+
+let cDir = null
+const cBuilt = new Map()
+
+/**
+ * bench/c/<name>.c compiled with `cc -O2` into a temp dir (removed when this
+ * process exits), once per run: { path } or { path: null, why } without a
+ * compiler or when it does not build.
+ */
+export function compiled(name) {
+  if (cBuilt.has(name)) return cBuilt.get(name)
+  if (cDir === null) {
+    cDir = mkdtempSync(join(tmpdir(), 'procward-bench-c-'))
+    process.once('exit', () => rmSync(cDir, { recursive: true, force: true }))
+  }
+  const out = join(cDir, name)
+  let result
+  try {
+    execFileSync(process.env.CC ?? 'cc', ['-O2', '-o', out, join(here, 'c', `${name}.c`)], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    })
+    result = { path: out, why: null }
+  } catch (err) {
+    const why = err.code === 'ENOENT' ? 'no C compiler (cc) on PATH' : `cc failed: ${String(err.stderr).trim()}`
+    result = { path: null, why }
+  }
+  cBuilt.set(name, result)
+  return result
+}
+
+/** One round of the C posix_spawn floor (bench/c/spawn-floor.c); null without cc. */
+export function floorRound(n) {
+  const { path } = compiled('spawn-floor')
+  return path ? jsonOf(path, [String(n)]) : Promise.resolve(null)
 }

@@ -1,33 +1,18 @@
 // Spawn+exit throughput and JS-thread time per spawn call: spawnSupervised
-// vs child_process.spawn vs Bun.spawn (under Bun, same program, rounds
-// interleaved in the same run).
+// vs child_process.spawn vs Bun.spawn (under Bun, same program) vs the C
+// floor (posix_spawn + waitpid, bench/c/spawn-floor.c), rounds interleaved
+// in the same run.
 import { spawn } from 'node:child_process'
 import { createRequire } from 'node:module'
-import { bunRound } from './peers.mjs'
-import { fmt, ratio, stats, table } from './util.mjs'
+import { bunRound, compiled, floorRound } from './peers.mjs'
+import { bestOfInterleaved, fmt, ratio, rowsOf, sequential, summarise, table, target } from './util.mjs'
 
 const require = createRequire(import.meta.url)
 const { spawnSupervised } = require('../index.js')
 
-async function sequential(start, n) {
-  const callUs = []
-  const t0 = performance.now()
-  for (let i = 0; i < n; i++) {
-    const c0 = performance.now()
-    const wait = start()
-    callUs.push((performance.now() - c0) * 1000)
-    await wait
-  }
-  return summarise((performance.now() - t0) / 1000, callUs)
-}
-
-function summarise(secs, callUs) {
-  const mean = callUs.reduce((a, b) => a + b, 0) / callUs.length
-  return { perSec: callUs.length / secs, call: { ...stats(callUs), mean } }
-}
-
-async function viaBun(n) {
-  const r = await bunRound('spawn', n)
+/** A peer's round (raw samples printed as JSON) summarised as our own. */
+const viaPeer = (round) => async (n) => {
+  const r = await round(n)
   return r && summarise(r.secs, r.callUs)
 }
 
@@ -39,44 +24,61 @@ const viaChildProcess = () => {
 
 export async function run() {
   const n = 500
-  await sequential(viaProcward, 50)
-  await sequential(viaChildProcess, 50)
-  await viaBun(50)
-  // Interleave rounds so drift on a shared machine hits all alike.
-  const res = { procward: [], cp: [], bun: [] }
-  for (let round = 0; round < 3; round++) {
-    res.procward.push(await sequential(viaProcward, n))
-    res.cp.push(await sequential(viaChildProcess, n))
-    const b = await viaBun(n)
-    if (b) res.bun.push(b)
-  }
-  const best = (xs) => (xs.length ? xs.reduce((a, b) => (b.perSec > a.perSec ? b : a)) : null)
-  const rows = [
-    ['spawnSupervised', best(res.procward)],
-    ['child_process.spawn', best(res.cp)],
-    ['Bun.spawn (under Bun)', best(res.bun)],
-  ]
-    .filter(([, r]) => r)
-    .map(([api, r]) => ({
-      api,
+  const best = await bestOfInterleaved(
+    {
+      procward: (k) => sequential(viaProcward, k),
+      cp: (k) => sequential(viaChildProcess, k),
+      bun: viaPeer((k) => bunRound('spawn', k)),
+      floor: viaPeer(floorRound),
+    },
+    { n, warm: 50 },
+  )
+  const rows = rowsOf(
+    [
+      ['spawnSupervised', best.procward],
+      ['child_process.spawn', best.cp],
+      ['Bun.spawn (under Bun)', best.bun],
+      ['C posix_spawn + waitpid', best.floor],
+    ],
+    (r) => ({
       'spawns/s': fmt(r.perSec, 0),
-      'JS-thread µs/call mean': fmt(r.call.mean, 0),
+      'vs procward': ratio(r.perSec, best.procward.perSec),
+      'µs/call mean': fmt(r.call.mean, 0),
       p50: fmt(r.call.p50, 0),
       p99: fmt(r.call.p99, 0),
-    }))
-  console.log(`\n## Spawn: /bin/true, sequential spawn → exit, best of 3 interleaved rounds of ${n}\n`)
-  table(rows, ['api', 'spawns/s', 'JS-thread µs/call mean', 'p50', 'p99'])
-  const pw = best(res.procward)
-  for (const [name, other] of [
-    ['child_process', best(res.cp)],
-    ['Bun.spawn', best(res.bun)],
-  ]) {
-    if (!other) {
-      console.log(`\n${name}: not measured (no Bun for this machine)`)
-      continue
-    }
+    }),
+  )
+  console.log(
+    `\n## Spawn: /bin/true, sequential spawn → exit, best of 3 interleaved rounds of ${n}, figure by figure\n`,
+  )
+  table(rows, ['api', 'spawns/s', 'vs procward', 'µs/call mean', 'p50', 'p99'])
+  console.log('\n(µs/call: JS-thread time of the spawn call; for C, of the posix_spawn call.)')
+  if (!best.floor) console.log(`C floor: not measured (${compiled('spawn-floor').why})`)
+  const pw = best.procward
+  if (best.cp) {
     console.log(
-      `\nvs ${name}: throughput ${ratio(pw.perSec, other.perSec)}; JS-thread time per call (mean) ${ratio(pw.call.mean, other.call.mean)}`,
+      `vs child_process: throughput ${ratio(pw.perSec, best.cp.perSec)}; JS-thread time per call (mean) ${ratio(pw.call.mean, best.cp.call.mean)}`,
     )
   }
+  if (best.floor) {
+    console.log(
+      `vs the C floor: throughput ${ratio(pw.perSec, best.floor.perSec)}; time per call (mean) ${ratio(pw.call.mean, best.floor.call.mean)}`,
+    )
+  }
+  const b = best.bun
+  if (!b) {
+    target('spawn throughput ≥ Bun.spawn', 'no Bun for this machine', null)
+    target('spawn JS-thread µs ≤ Bun.spawn', 'no Bun for this machine', null)
+    return
+  }
+  target(
+    'spawn throughput ≥ Bun.spawn',
+    `${fmt(pw.perSec, 0)} vs ${fmt(b.perSec, 0)} spawns/s (${ratio(pw.perSec, b.perSec)})`,
+    pw.perSec >= b.perSec,
+  )
+  target(
+    'spawn JS-thread µs ≤ Bun.spawn',
+    `${fmt(pw.call.mean, 0)} vs ${fmt(b.call.mean, 0)} µs mean (${ratio(pw.call.mean, b.call.mean)})`,
+    pw.call.mean <= b.call.mean,
+  )
 }

@@ -1,5 +1,6 @@
 // Small measuring helpers shared by the benchmarks.
 import { monitorEventLoopDelay } from 'node:perf_hooks'
+import { createInterface } from 'node:readline'
 
 export const now = () => process.hrtime.bigint()
 export const us = (ns) => Number(ns) / 1000
@@ -12,7 +13,90 @@ export function quantile(sorted, q) {
 
 export function stats(values) {
   const s = [...values].sort((a, b) => a - b)
-  return { p50: quantile(s, 0.5), p99: quantile(s, 0.99), max: s[s.length - 1], n: s.length }
+  return { p50: quantile(s, 0.5), p95: quantile(s, 0.95), p99: quantile(s, 0.99), max: s[s.length - 1], n: s.length }
+}
+
+/** Throughput and JS-thread time per call of `n` rounds that took `secs`, one call time (µs) a round. */
+export function summarise(secs, callUs) {
+  const mean = callUs.reduce((a, b) => a + b, 0) / callUs.length
+  return { perSec: callUs.length / secs, call: { ...stats(callUs), mean } }
+}
+
+/**
+ * `start()` then its returned promise (an exit), `n` times one after another:
+ * rounds per second and the JS-thread time of each `start()` call.
+ */
+export async function sequential(start, n) {
+  const callUs = []
+  const t0 = performance.now()
+  for (let i = 0; i < n; i++) {
+    const c0 = performance.now()
+    const wait = start()
+    callUs.push((performance.now() - c0) * 1000)
+    await wait
+  }
+  return summarise((performance.now() - t0) / 1000, callUs)
+}
+
+/**
+ * Best of rounds figure by figure: the highest `perSec`, the lowest of every
+ * other number (times), `n` as it is; null for no rounds.
+ */
+export function bestEach(rounds) {
+  const merge = (vals, key) => {
+    if (typeof vals[0] === 'object') {
+      return Object.fromEntries(
+        Object.keys(vals[0]).map((k) => [
+          k,
+          merge(
+            vals.map((v) => v[k]),
+            k,
+          ),
+        ]),
+      )
+    }
+    if (key === 'n') return vals[0]
+    return key === 'perSec' ? Math.max(...vals) : Math.min(...vals)
+  }
+  return rounds.length ? merge(rounds, '') : null
+}
+
+/**
+ * Side by side on a shared machine: each contender (`(n) => Promise<result
+ * | null>`, null when it cannot run here) gets a warm-up round of `warm`,
+ * then `rounds` rounds of `n`, interleaved so that drift hits all alike.
+ * Returns each contender's best of rounds, figure by figure (`bestEach`), or null.
+ */
+export async function bestOfInterleaved(contenders, { n, warm, rounds = 3 }) {
+  const names = Object.keys(contenders)
+  for (const name of names) await contenders[name](warm)
+  const res = Object.fromEntries(names.map((name) => [name, []]))
+  for (let round = 0; round < rounds; round++) {
+    for (const name of names) {
+      const r = await contenders[name](n)
+      if (r) res[name].push(r)
+    }
+  }
+  return Object.fromEntries(names.map((name) => [name, bestEach(res[name])]))
+}
+
+const targets = []
+
+/**
+ * A target of the benchmarks: printed at once and again in the closing
+ * summary. `met` null: not measured here (`figures` says why).
+ */
+export function target(name, figures, met) {
+  const verdict = met === null ? 'not measured' : met ? 'met' : 'not met'
+  targets.push({ target: name, figures, verdict })
+  console.log(`target ${name}: ${figures} → ${verdict}`)
+}
+
+/** The targets recorded in this run, as one table. */
+export function printTargets() {
+  if (targets.length === 0) return
+  console.log('\n## Targets (this run)\n')
+  table(targets, ['target', 'figures', 'verdict'])
 }
 
 /** Median per-call time (µs) over `batches` batches of `perBatch` calls. */
@@ -38,6 +122,9 @@ export async function loopDelayWhile(tick, { everyMs = 10, durationMs = 1000 } =
   return { p50: h.percentile(50) / 1e6, p99: h.percentile(99) / 1e6, max: h.max / 1e6 }
 }
 
+/** Table rows from [api, result] pairs, leaving out what was not measured (null). */
+export const rowsOf = (pairs, toRow) => pairs.filter(([, r]) => r).map(([api, r]) => ({ api, ...toRow(r) }))
+
 export function table(rows, columns) {
   const widths = columns.map((c) => Math.max(c.length, ...rows.map((r) => String(r[c] ?? '').length)))
   const line = (cells) => cells.map((c, i) => String(c ?? '').padStart(widths[i])).join('  ')
@@ -47,22 +134,16 @@ export function table(rows, columns) {
 }
 
 export const fmt = (v, digits = 2) => (Number.isFinite(v) ? v.toFixed(digits) : String(v))
-export const ratio = (a, b) => (Number.isFinite(a) && Number.isFinite(b) && b > 0 ? `${(a / b).toFixed(1)}x` : '-')
+/** a / b as `1.23x` (three significant figures at most, for ratios near 1 to be told apart). */
+export function ratio(a, b) {
+  if (!(Number.isFinite(a) && Number.isFinite(b) && b > 0)) return '-'
+  const r = a / b
+  return `${r.toFixed(r >= 100 ? 0 : r >= 10 ? 1 : 2)}x`
+}
 
 /** Reads `stream` line by line: each call of the returned function resolves to the next line. */
 export function lines(stream) {
-  const queue = []
-  const waiters = []
-  let buf = ''
-  stream.on('data', (d) => {
-    buf += String(d)
-    for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
-      const line = buf.slice(0, nl)
-      buf = buf.slice(nl + 1)
-      const w = waiters.shift()
-      if (w) w(line)
-      else queue.push(line)
-    }
-  })
-  return () => (queue.length ? Promise.resolve(queue.shift()) : new Promise((r) => waiters.push(r)))
+  // readline's iterator buffers the lines that come before they are asked for.
+  const it = createInterface({ input: stream, crlfDelay: Number.POSITIVE_INFINITY })[Symbol.asyncIterator]()
+  return () => it.next().then((r) => r.value)
 }
