@@ -104,3 +104,20 @@ describe('the record a service manager and an application read', () => {
     expect(sup.setMeta({ a: 1 })).toBe(false)
   })
 })
+
+describe('a supervisor that ended on its own', () => {
+  it('stop() resolves once the last record is written and the lock released, as after a stop of its own', async () => {
+    const dir = tempDir()
+    const stateFile = join(dir, 'state.json')
+    const sup = supervisor({ command: 'true', stateFile, restart: 'never' })
+    // Asked the moment it has ended: its last record may still be on its way.
+    const stopped = new Promise<void>((resolve) => sup.once('stopped', () => resolve()))
+    await sup.start().catch(() => {})
+    await stopped
+    await sup.stop()
+    expect(readdirSync(dir).filter((n) => n.endsWith('.tmp'))).toEqual([])
+    const r = await recordWhen(stateFile, () => true, 'the record')
+    expect(r.state).toBe('stopped')
+    expect(r.supervisor.running).toBe(false)
+  })
+})

@@ -101,6 +101,8 @@ class Supervisor extends EventEmitter {
    */
   #mark = null
   #session = undefined
+  /** The end's last record write and lock release (see #afterEnd). */
+  #ending = Promise.resolve()
   /** Our voice to the service manager that started us (notify.js), or null. */
   #manager = null
 
@@ -177,7 +179,9 @@ class Supervisor extends EventEmitter {
         this.#escalate(opts)
         return this.#stopping
       }
-      if (!this.#go('stop')) return Promise.resolve(null)
+      // Already ended (or never started): once its last record is written
+      // and the lock released, as after a stop of ours.
+      if (!this.#go('stop')) return this.#ending.then(() => null)
       this.#manager?.stopping()
       this.#epoch++
       this.#clearTimer()
@@ -649,13 +653,14 @@ class Supervisor extends EventEmitter {
   #afterEnd() {
     signals.leave(this)
     const written = this.#records?.flushed() ?? Promise.resolve()
-    return written.then(() => {
+    this.#ending = written.then(() => {
       if ((this.#state === 'stopped' || this.#state === 'failed') && this.#lock !== null) {
         this.#lock.release()
         this.#lock = null
         this.#records.owned = false
       }
     })
+    return this.#ending
   }
 
   /** The stop; `waiting`: the start()/restart() callers it rejects with AbortError once done. */
