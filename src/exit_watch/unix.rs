@@ -22,25 +22,27 @@
 //! A traced child. A tracer (`PTRACE_SEIZE` from another process) is told of
 //! the exit first, and until it detaches or waits, the zombie is invisible
 //! to our `waitid` although the pidfd is readable. Nothing can reap it then.
-//! The tokio back-end waits for the next edge on the pidfd (the kernel wakes
-//! pidfd waiters again when the tracer lets go), the fallback thread stays
-//! blocked in `waitid`, which the same event wakes, and the JS loop, whose
-//! poll is level-triggered, stops polling and waits to be woken by the
-//! native watcher's settle (`js_loop`): no driver spins, and `'exit'` comes
-//! once, right after the reap.
+//! The reaper's one-shot registration has fired and stays silent; it hands
+//! the child to a waiter thread, blocked in `waitid` until the tracer lets
+//! go (the kernel wakes the real parent's waiters then). The JS loop, whose
+//! poll is level-triggered, stops polling and waits to be woken by that
+//! settle (`js_loop`): no driver spins, and `'exit'` comes once, right after
+//! the reap.
 //!
 //! Back-ends, chosen per child:
-//! - `pidfd` (`linux`): the pidfd turns readable on exit; a tokio task on
-//!   procward's own runtime thread waits for it with `AsyncFd`. Under Node
-//!   the binding layer (`js_loop`) also polls the pidfd on the JS thread's
-//!   libuv loop, which then usually settles first; this task, started with
-//!   [`watch_beside_loop`], stands by so that a blocked loop never delays
-//!   the reap. `Watched::settle` runs once, whoever calls it.
+//! - `pidfd` (`linux`, `reaper`): the pidfd turns readable on exit; one
+//!   reaper thread, one epoll, watches the pidfds of all children (a task
+//!   or thread per child cost more fds and wake-ups than the reap itself).
+//!   Under Node the binding layer (`js_loop`) also polls the pidfd on the
+//!   JS thread's libuv loop, which then usually settles first; the reaper,
+//!   told with [`watch_beside_loop`], gives the loop a grace and then reaps
+//!   itself, so that a blocked loop never delays the reap.
+//!   `Watched::settle` runs once, whoever calls it.
 //! - `fallback`: a small thread blocks in `waitid(P_PID, pid, WEXITED |
 //!   WNOWAIT)`. Used when no pidfd could be had (ENOSYS before Linux 5.3,
-//!   EMFILE), when registering it or starting the runtime failed, or when
-//!   `PROCWARD_EXIT_WATCH=fallback` is set at load (the test suite runs
-//!   through it that way).
+//!   EMFILE), when the reaper could not take it (no epoll, no thread), for
+//!   a traced zombie, or when `PROCWARD_EXIT_WATCH=fallback` is set at load
+//!   (the test suite runs through it that way).
 //! - `kqueue` (`macos`): kqueue `EVFILT_PROC`/`NOTE_EXIT` on procward's
 //!   runtime; `fallback` there too. Each OS module provides `watch` and
 //!   `watch_beside_loop` (in `linux` and `macos`).
@@ -58,6 +60,10 @@
 //!
 //! The watcher owns everything it needs (`Arc<Watched>`), so a JS handle
 //! that is dropped, collected or `unref()`ed never leaves a zombie.
+//!
+//! One fd per child: its pidfd, owned by `Watched` (so every wait, the JS
+//! loop's poll and the reaper's epoll name the same process), and closed
+//! once the child is settled and nothing polls it any more (`release`).
 //!
 //! Identity. `Watched` also keeps the child's identity, because it must be
 //! the child's own even when read after the reap, and only an unreaped child
