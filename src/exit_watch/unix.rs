@@ -152,6 +152,7 @@ struct Inner {
     /// The JS loop polls `pidfd` (the binding's `js_loop`).
     loop_polls: bool,
     /// The reaper's key for this child while its epoll holds `pidfd`.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     reaper_key: Option<u64>,
 }
 
@@ -487,9 +488,13 @@ impl Watched {
     }
 
     /// The exit seen or not, without reaping: `waitid(WNOWAIT | WNOHANG)`
-    /// through the pidfd when there is one.
+    /// through the pidfd when there is one. ECHILD once settled (its pidfd
+    /// may be closed, and its pid someone else's).
     fn peek(&self) -> std::io::Result<WaitStatus> {
         let inner = self.lock();
+        if inner.state != State::Running {
+            return Err(std::io::Error::from_raw_os_error(libc::ECHILD));
+        }
         let pidfd = inner.pidfd.as_ref().map(|fd| fd.as_fd());
         let peek = libc::WEXITED | libc::WNOWAIT | libc::WNOHANG;
         sys::waitid_child(self.pid, pidfd, peek)
