@@ -4,8 +4,10 @@
 //
 // 10 000 children need more descriptors than a default soft limit: like a
 // user would, the run raises its own RLIMIT_NOFILE with prlimit(1) first
-// (the soft limit up to the hard one; root may raise both). Where that is
-// not enough, the 10 000 rows are left out and the reason printed.
+// (root may raise both limits; anyone the soft one up to the hard one). The
+// limit it ran with is printed: an API that needs more fds per child than
+// it allows falls back (or fails) the way it would for a user. Where not
+// even one fd per child is left, the 10 000 rows are left out.
 import { execFileSync, spawn } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
@@ -15,8 +17,17 @@ import { fmt, table } from './util.mjs'
 const require = createRequire(import.meta.url)
 const { spawnSupervised } = require('../index.js')
 
-const fds = () => readdirSync('/proc/self/fd').length
-const threads = () => readdirSync('/proc/self/task').length
+/** `f()`, or NaN when this process has no fd left to ask with (EMFILE). */
+function orNaN(f) {
+  try {
+    return f()
+  } catch (e) {
+    if (e.code === 'EMFILE') return Number.NaN
+    throw e
+  }
+}
+const fds = () => orNaN(() => readdirSync('/proc/self/fd').length)
+const threads = () => orNaN(() => readdirSync('/proc/self/task').length)
 
 /** This process's soft RLIMIT_NOFILE (Node has no getrlimit). */
 function nofile() {
@@ -27,10 +38,19 @@ function nofile() {
   return soft === 'unlimited' ? Number.POSITIVE_INFINITY : Number(soft)
 }
 
-/** Raises our own RLIMIT_NOFILE to at least `want`, as far as allowed; returns the soft limit then. */
+/** This process's hard RLIMIT_NOFILE. */
+function nofileHard() {
+  const line = readFileSync('/proc/self/limits', 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('Max open files'))
+  const hard = line?.split(/\s{2,}/)[2]
+  return hard === 'unlimited' ? Number.POSITIVE_INFINITY : Number(hard)
+}
+
+/** Raises our own RLIMIT_NOFILE to `want`, or as far as allowed; returns the soft limit then. */
 function raiseNofile(want) {
   if (nofile() >= want) return nofile()
-  for (const limits of [`${want}:${want}`, `${want}`]) {
+  for (const limits of [`${want}:${want}`, `${Math.min(want, nofileHard())}:`]) {
     try {
       execFileSync('prlimit', ['--pid', String(process.pid), `--nofile=${limits}`], { stdio: 'ignore' })
       break
@@ -43,8 +63,8 @@ function raiseNofile(want) {
 function settledMemory() {
   globalThis.gc?.()
   globalThis.gc?.()
-  const m = process.memoryUsage()
-  return { rss: m.rss, js: m.heapUsed + m.external }
+  const m = orNaN(() => process.memoryUsage())
+  return Number.isNaN(m) ? { rss: m, js: m } : { rss: m.rss, js: m.heapUsed + m.external }
 }
 
 async function scenario(n, start) {
@@ -92,12 +112,12 @@ export async function run() {
   const backend = process.env.PROCWARD_EXIT_WATCH ?? 'pidfd'
   const rows = []
   const sizes = [1000, 10_000]
-  // Up to 3 fds a child for either API, plus what Node itself holds.
-  const want = 3 * sizes[sizes.length - 1] + 1000
-  const limit = raiseNofile(want)
+  const biggest = sizes[sizes.length - 1]
+  // Up to 3 fds a child, plus what Node itself holds.
+  const limit = raiseNofile(3 * biggest + 1000)
   for (const n of sizes) {
-    if (n > 1000 && limit < want) {
-      console.log(`\n(${n} children left out: RLIMIT_NOFILE is ${limit}, ${want} wanted, and prlimit could not raise it)`)
+    if (limit < n + 1000) {
+      console.log(`\n(${n} children left out: RLIMIT_NOFILE is ${limit}, and prlimit could not raise it)`)
       continue
     }
     if (n > 1000 && backend === 'fallback') {
@@ -107,6 +127,6 @@ export async function run() {
     rows.push({ api: `spawnSupervised (${backend})`, children: n, ...(await scenario(n, viaProcward)) })
     rows.push({ api: 'child_process.spawn', children: n, ...(await scenario(n, viaChildProcess)) })
   }
-  console.log('\n## Scale: concurrent children, then all SIGKILLed at once\n')
+  console.log(`\n## Scale: concurrent children, then all SIGKILLed at once (RLIMIT_NOFILE ${limit})\n`)
   table(rows, Object.keys(rows[0]))
 }
