@@ -1,8 +1,8 @@
 //! Exit delivery on the JS thread's own event loop (binding layer: it calls
 //! into JS).
 //!
-//! Why: the tokio back-end wakes a runtime thread when the pidfd turns
-//! readable, which then wakes the JS thread through a threadsafe function:
+//! Why: off the loop, the pidfd's readiness wakes procward's reaper thread,
+//! which then wakes the JS thread through a threadsafe function:
 //! two thread wake-ups between the kernel and the `'exit'` listener. Polling
 //! the pidfd with a `uv_poll_t` on the loop napi hands out
 //! (`napi_get_uv_event_loop`) makes it one, the same as `child_process`'s

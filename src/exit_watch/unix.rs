@@ -93,7 +93,7 @@ pub use macos::{watch, watch_beside_loop};
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -629,9 +629,19 @@ impl Watched {
 
     /// Whether the reaper leaves this child's exit to the JS loop for its
     /// grace: the loop polls it and may settle it (not a contained child).
+    /// The reaper wakes at the same moment as the loop; if the loop holds
+    /// the state lock (settling, most likely), it looks again after the
+    /// grace rather than wait for the lock and make the loop wait next.
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     fn loop_first(&self) -> bool {
-        self.contained.is_none() && self.lock().loop_polls
+        if self.contained.is_some() {
+            return false;
+        }
+        match self.inner.try_lock() {
+            Ok(inner) => inner.loop_polls,
+            Err(TryLockError::WouldBlock) => true,
+            Err(TryLockError::Poisoned(e)) => e.into_inner().loop_polls,
+        }
     }
 
     /// Runs `wake` once this child is settled (on the settling thread, after

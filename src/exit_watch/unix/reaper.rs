@@ -189,9 +189,6 @@ impl Reaper {
         let Some(watched) = self.watched(key) else {
             return; // released meanwhile (the loop settled it)
         };
-        if watched.exit_status().is_some() {
-            return; // settled; its release forgets it
-        }
         if watched.loop_first() {
             graced.push(Reverse((Instant::now() + LOOP_GRACE, key)));
         } else {
