@@ -860,4 +860,73 @@ mod tests {
         });
         assert_eq!(lost, Err(Some(libc::ECHILD)));
     }
+
+    fn pidfd_closed(w: &Watched) -> bool {
+        w.lock().pidfd.is_none()
+    }
+
+    #[test]
+    fn the_reaper_settles_each_child_once_and_closes_its_pidfd() {
+        let n = 50;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut kids = Vec::new();
+        for _ in 0..n {
+            let pid = spawn("sleep", &["30"]);
+            let own = Some(sys::pidfd_open(pid).expect("its own pidfd"));
+            let w = register(pid, None, false, IdentitySeed::default(), own);
+            let tx = tx.clone();
+            let on_exit: OnExit = Box::new(move |s| tx.send((pid, s)).expect("send"));
+            assert_eq!(
+                watch(&w, on_exit).expect("watch"),
+                super::super::Backend::PidfdTokio
+            );
+            kids.push(w);
+        }
+        for w in &kids {
+            sys::kill(w.pid(), Signal::KILL).expect("kill");
+        }
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..n {
+            let (pid, status) = rx.recv_timeout(Duration::from_secs(20)).expect("an exit");
+            assert_eq!(status, ExitStatus::Signal(libc::SIGKILL));
+            assert!(seen.insert(pid), "{pid} delivered twice");
+        }
+        assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
+        for w in &kids {
+            assert!(pidfd_closed(w));
+            let gone = sys::waitid_pid(w.pid(), libc::WEXITED | libc::WNOHANG);
+            assert_eq!(gone.map_err(|e| e.raw_os_error()), Err(Some(libc::ECHILD)));
+        }
+    }
+
+    #[test]
+    fn a_polled_pidfd_outlives_the_settle_until_the_loop_lets_go() {
+        let pid = spawn("sleep", &["30"]);
+        let own = Some(sys::pidfd_open(pid).expect("its own pidfd"));
+        let w = register(pid, None, false, IdentitySeed::default(), own);
+        let fd = w.attach_loop().expect("a pidfd to poll");
+        // The loop never runs: the reaper settles the child after its grace.
+        watch_beside_loop(&w).expect("reaper");
+        let mut rx = w.subscribe();
+        sys::kill(pid, Signal::KILL).expect("kill");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime");
+        let settled = rt.block_on(async {
+            tokio::time::timeout(Duration::from_secs(20), rx.wait_for(|s| s.is_some()))
+                .await
+                .map(|r| r.map(|s| *s))
+        });
+        assert_eq!(
+            settled.ok().and_then(|r| r.ok()).flatten(),
+            Some(ExitStatus::Signal(libc::SIGKILL))
+        );
+        // Still polled: the fd stays open (libuv would hold a stale entry).
+        assert!(!pidfd_closed(&w));
+        assert_eq!(w.attach_loop(), Some(fd));
+        w.detach_loop();
+        assert!(pidfd_closed(&w));
+        assert_eq!(w.try_settle(), Some(ExitStatus::Signal(libc::SIGKILL)));
+    }
 }

@@ -171,7 +171,7 @@ impl Reaper {
                 }
             };
             for &key in &keys[..n] {
-                self.exited(key, &mut graced);
+                one_child(|| self.exited(key, &mut graced));
             }
             let now = Instant::now();
             while let Some(&Reverse((at, key))) = graced.peek() {
@@ -179,7 +179,7 @@ impl Reaper {
                     break;
                 }
                 graced.pop();
-                self.settle(key, &mut graced);
+                one_child(|| self.settle(key, &mut graced));
             }
         }
     }
@@ -226,6 +226,13 @@ impl Reaper {
             }
         }
     }
+}
+
+/// One child's turn: a panic in it (a delivery, say) ends that turn, not
+/// the reaper, which every other child needs. (The state locks it may have
+/// poisoned are taken with `into_inner` everywhere.)
+fn one_child(f: impl FnOnce()) {
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
 }
 
 /// A contained child's reap waits for its cgroup to empty: on procward's
