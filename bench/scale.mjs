@@ -29,34 +29,25 @@ function orNaN(f) {
 const fds = () => orNaN(() => readdirSync('/proc/self/fd').length)
 const threads = () => orNaN(() => readdirSync('/proc/self/task').length)
 
-/** This process's soft RLIMIT_NOFILE (Node has no getrlimit). */
+/** This process's RLIMIT_NOFILE, soft and hard (Node has no getrlimit). */
 function nofile() {
   const line = readFileSync('/proc/self/limits', 'utf8')
     .split('\n')
     .find((l) => l.startsWith('Max open files'))
-  const soft = line?.split(/\s{2,}/)[1]
-  return soft === 'unlimited' ? Number.POSITIVE_INFINITY : Number(soft)
-}
-
-/** This process's hard RLIMIT_NOFILE. */
-function nofileHard() {
-  const line = readFileSync('/proc/self/limits', 'utf8')
-    .split('\n')
-    .find((l) => l.startsWith('Max open files'))
-  const hard = line?.split(/\s{2,}/)[2]
-  return hard === 'unlimited' ? Number.POSITIVE_INFINITY : Number(hard)
+  const [soft, hard] = (line?.split(/\s{2,}/) ?? []).slice(1, 3).map((v) => (v === 'unlimited' ? Infinity : Number(v)))
+  return { soft, hard }
 }
 
 /** Raises our own RLIMIT_NOFILE to `want`, or as far as allowed; returns the soft limit then. */
 function raiseNofile(want) {
-  if (nofile() >= want) return nofile()
-  for (const limits of [`${want}:${want}`, `${Math.min(want, nofileHard())}:`]) {
+  if (nofile().soft >= want) return nofile().soft
+  for (const limits of [`${want}:${want}`, `${Math.min(want, nofile().hard)}:`]) {
     try {
       execFileSync('prlimit', ['--pid', String(process.pid), `--nofile=${limits}`], { stdio: 'ignore' })
       break
     } catch {}
   }
-  return nofile()
+  return nofile().soft
 }
 
 /** Memory after a full GC (`pnpm bench` runs node with --expose-gc). */

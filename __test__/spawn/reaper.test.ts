@@ -38,10 +38,8 @@ describe('a JS thread that never runs its loop', () => {
     const count = exitCounter(p)
     const pid = p.pid
     p.kill('SIGKILL')
-    const deadline = Date.now() + 10_000
-    while (procState(pid) !== null && Date.now() < deadline) {
-      // busy-wait on purpose: the loop must not run
-    }
+    // Busy-wait on purpose: the loop must not run until the child is reaped.
+    for (const t0 = Date.now(); procState(pid) !== null && Date.now() - t0 < 10_000; );
     expect(procState(pid)).toBeNull()
     expect(count()).toBe(0)
     expect(await p.exited).toEqual({ pid, code: null, signal: 'SIGKILL' })
