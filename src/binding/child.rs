@@ -345,10 +345,9 @@ pub fn spawn_supervised(
         exit_watch::start(cmd, options.kill_group_on_exit, containment).map_err(start_err),
     )?;
     let watched = started.watched;
-    let mut exit_fd = started.exit_fd;
     let pipes = Mutex::new(started.pipes);
     if options.use_loop {
-        if let Some(loop_ref) = js_loop::watch_on_loop(&env, &on_exit, &watched, &mut exit_fd) {
+        if let Some(loop_ref) = js_loop::watch_on_loop(&env, &on_exit, &watched) {
             return Ok(NativeChild {
                 watched,
                 backend: Backend::PidfdLoop,
@@ -358,7 +357,7 @@ pub fn spawn_supervised(
         }
     }
     let watching = threadsafe_delivery(&on_exit).and_then(|(callback, deliver)| {
-        exit_watch::watch(&watched, exit_fd, deliver)
+        exit_watch::watch(&watched, deliver)
             .map(|backend| (callback, backend))
             .map_err(|e| JsErr::os(&e, exit_watch::WATCH_CALL).into_napi(&env))
     });

@@ -1,8 +1,8 @@
 //! Exit delivery on the JS thread's own event loop (binding layer: it calls
 //! into JS).
 //!
-//! Why: the tokio back-end wakes a runtime thread when the pidfd turns
-//! readable, which then wakes the JS thread through a threadsafe function:
+//! Why: off the loop, the pidfd's readiness wakes procward's reaper thread,
+//! which then wakes the JS thread through a threadsafe function:
 //! two thread wake-ups between the kernel and the `'exit'` listener. Polling
 //! the pidfd with a `uv_poll_t` on the loop napi hands out
 //! (`napi_get_uv_event_loop`) makes it one, the same as `child_process`'s
@@ -16,11 +16,12 @@
 //! this back-end only under Node (`use_loop`); elsewhere, and with
 //! `PROCWARD_EXIT_WATCH=tokio`, the tokio back-end serves.
 //!
-//! The loop delivers; it is not the only reaper. A native watcher (tokio, or
-//! a waiter thread) watches a duplicate of the same pidfd and settles the
-//! child itself if the loop has not within 1 ms of the exit, so a blocked JS
-//! thread never leaves a zombie. Settling happens once, under one lock; the
-//! other side finds it settled. The JS side adds the direct wake-up.
+//! The loop delivers; it is not the only reaper. procward's reaper thread
+//! holds the same pidfd in its own epoll (no duplicate: the child's one fd,
+//! which `Watched` owns) and settles the child itself if the loop has not
+//! within its grace (1 ms) of the exit, so a blocked JS thread never leaves
+//! a zombie. Settling happens once, under one lock; the other side finds it
+//! settled. The JS side adds the direct wake-up.
 //!
 //! Readable, yet nothing to reap: a tracer (`PTRACE_SEIZE` from another
 //! process) is told of the exit first, and until it detaches or waits our
@@ -29,15 +30,15 @@
 //! parks instead: it closes the poll handle and opens a `uv_async_t` that
 //! the native watcher's settle wakes (`Watched::on_settle`); the async
 //! callback then delivers the exit. If no native watcher runs (its start
-//! failed), parking starts a waiter thread first, and only if that fails too
-//! does the loop keep polling. Each callback looks at the state first, so an
+//! failed), parking starts one first, and only if that fails too does the
+//! loop keep polling. Each callback looks at the state first, so an
 //! exit the native side settled while the loop was blocked is delivered even
 //! if another child has the pid by then.
 //!
 //! A contained child (`cgroup`) is parked the same way as soon as its exit
 //! is seen: its reap waits for the cgroup to empty, which the JS thread
-//! must not wait for, so the native watcher (started without its 1 ms
-//! grace for such a child) settles it and wakes the loop.
+//! must not wait for, so the native watcher (which gives no grace to such a
+//! child) settles it and wakes the loop.
 //!
 //! Lifetimes. The handles and their state are owned by the loop, not by
 //! the JS object: a dropped or collected `SupervisedProcess` is still reaped.
@@ -45,13 +46,15 @@
 //! with the child still running (a worker that ends), its cleanup hook stops
 //! polling and releases the listener without calling it; the native watcher
 //! still reaps and sweeps the child.
+//!
+//! The pidfd is closed only once the child is settled and libuv has stopped
+//! polling it (`Watched::detach_loop` after `uv_poll_stop`): closed under a
+//! live poll, libuv's epoll would keep a stale entry for that fd number.
 
 use std::ffi::{c_int, c_void, CStr};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::RawFd;
 use std::ptr;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-
-use std::time::Duration;
 
 use napi::bindgen_prelude::{Function, ToNapiValue};
 use napi::{sys, Env, JsValue};
@@ -126,43 +129,35 @@ fn available() -> bool {
     !exit_watch::forced_tokio() && !exit_watch::forced_fallback() && uv().is_some()
 }
 
-/// How long the native reaper leaves a child's exit to the JS loop before
-/// settling it itself (see `exit_watch::watch_beside_loop`).
-const LOOP_FIRST: Duration = Duration::from_millis(1);
-
-/// Delivers `watched`'s exit on this JS thread's loop, through its pidfd
-/// (taken from `exit_fd`), when this process can. None: not here (no pidfd,
-/// no libuv, a forced back-end, or the loop refused it; `exit_fd` is then
-/// left for the caller's other back-end).
+/// Delivers `watched`'s exit on this JS thread's loop, through its pidfd,
+/// when this process can. None: not here (no pidfd, no libuv, a forced
+/// back-end, or the loop refused it); the caller's other back-end serves.
 ///
 /// The loop only *delivers* the exit. The reap must never wait for the JS
 /// thread (a blocked loop would leave a zombie, the very bug of
-/// child_process this library ends), so a native watcher on a duplicate of
-/// the pidfd settles the child too if the loop has not within `LOOP_FIRST`;
-/// settling happens once, under one lock. Without a spare fd the native
-/// side is a waiter thread.
+/// child_process this library ends), so the native reaper settles the child
+/// too if the loop has not within its grace; settling happens once, under
+/// one lock. Where the reaper cannot take the child, a waiter thread does.
 pub fn watch_on_loop(
     env: &Env,
     on_exit: &Function<NativeExitInfo, ()>,
     watched: &Arc<Watched>,
-    exit_fd: &mut Option<OwnedFd>,
 ) -> Option<LoopRef> {
-    let fd = exit_fd.take_if(|_| available())?;
-    let native_fd = fd.try_clone().ok();
-    // SAFETY: `env` is the environment of this (its JS) thread, and
-    // `on_exit` a function of that environment: a napi call hands us both.
-    match unsafe { start(env.raw(), on_exit.raw(), watched.clone(), fd) } {
-        Ok(loop_ref) => {
-            // An error here (a failed thread spawn) leaves the loop as the
-            // only reaper, which still reaps whenever the loop runs.
-            let _ = exit_watch::watch_beside_loop(watched, native_fd, LOOP_FIRST);
-            Some(loop_ref)
-        }
-        Err(fd) => {
-            *exit_fd = Some(fd);
-            None
-        }
+    if !available() {
+        return None;
     }
+    let fd = watched.attach_loop()?;
+    // SAFETY: `env` is the environment of this (its JS) thread, and
+    // `on_exit` a function of that environment: a napi call hands us both;
+    // `fd` stays open until `detach_loop`.
+    let Some(loop_ref) = (unsafe { start(env.raw(), on_exit.raw(), watched.clone(), fd) }) else {
+        watched.detach_loop();
+        return None;
+    };
+    // An error here (no reaper and no thread) leaves the loop as the only
+    // reaper, which still reaps whenever the loop runs.
+    let _ = exit_watch::watch_beside_loop(watched);
+    Some(loop_ref)
 }
 
 /// What the JS object's ref()/unref() acts on: the open handle (the poll
@@ -220,10 +215,9 @@ struct LoopWatch {
     env: sys::napi_env,
     callback: sys::napi_ref,
     async_ctx: sys::napi_async_context,
+    /// Owns the polled pidfd, open until `detach_loop` (right after
+    /// `uv_poll_stop`).
     watched: Arc<Watched>,
-    /// Open while libuv polls it; closed right after `uv_poll_stop`, which
-    /// libuv allows, so the fd is gone by the time the listener runs.
-    pidfd: Option<OwnedFd>,
     shared: LoopRef,
     wake_slot: WakeSlot,
     done: bool,
@@ -245,30 +239,31 @@ unsafe fn watch_of<'a>(handle: *mut c_void) -> &'a mut LoopWatch {
     unsafe { &mut **(handle as *mut *mut LoopWatch) }
 }
 
-/// Starts polling `pidfd` on `env`'s loop. On failure the pidfd is handed
-/// back so the caller can use another back-end.
+/// Starts polling `pidfd` on `env`'s loop. None: it could not; nothing
+/// polls the fd then.
 ///
 /// # Safety
-/// On the JS thread of `env`; `callback` is a function value of `env`.
+/// On the JS thread of `env`; `callback` is a function value of `env`;
+/// `pidfd` is open until `watched.detach_loop()`.
 unsafe fn start(
     env: sys::napi_env,
     callback: sys::napi_value,
     watched: Arc<Watched>,
-    pidfd: OwnedFd,
-) -> Result<LoopRef, OwnedFd> {
-    let Some(uv) = uv() else { return Err(pidfd) };
+    pidfd: RawFd,
+) -> Option<LoopRef> {
+    let uv = uv()?;
     let mut uv_loop = ptr::null_mut();
     // SAFETY: env is valid on this thread (caller's contract).
     if unsafe { sys::napi_get_uv_event_loop(env, &mut uv_loop) } != sys::Status::napi_ok
         || uv_loop.is_null()
     {
-        return Err(pidfd);
+        return None;
     }
     let mut cb_ref = ptr::null_mut();
     // SAFETY: a strong reference to the listener, deleted after the call.
     if unsafe { sys::napi_create_reference(env, callback, 1, &mut cb_ref) } != sys::Status::napi_ok
     {
-        return Err(pidfd);
+        return None;
     }
     let mut name = ptr::null_mut();
     let label = c"procward.exit";
@@ -284,7 +279,7 @@ unsafe fn start(
     if !ok {
         // SAFETY: deleting the reference we just created.
         unsafe { sys::napi_delete_reference(env, cb_ref) };
-        return Err(pidfd);
+        return None;
     }
     // SAFETY: uv_handle_size is a pure query.
     let size = unsafe { (uv.handle_size)(UV_POLL) };
@@ -300,7 +295,6 @@ unsafe fn start(
         callback: cb_ref,
         async_ctx,
         watched,
-        pidfd: Some(pidfd),
         shared: shared.clone(),
         wake_slot: WakeSlot::default(),
         done: false,
@@ -308,15 +302,14 @@ unsafe fn start(
     // SAFETY: `watch` is a fresh, uniquely owned allocation.
     let w = unsafe { &mut *watch };
     let handle = w.poll_ptr();
-    let fd = w.pidfd.as_ref().map_or(-1, |fd| fd.as_raw_fd());
     // SAFETY: a zeroed handle of libuv's size on the JS thread's loop; the
-    // fd stays open until the handle is closed.
-    let rc = unsafe { (uv.poll_init)(uv_loop.cast(), handle, fd) };
+    // fd stays open until the handle is stopped (caller's contract).
+    let rc = unsafe { (uv.poll_init)(uv_loop.cast(), handle, pidfd) };
     if rc != 0 {
         // SAFETY: nothing refers to the allocation yet; take it back.
-        let mut w = unsafe { Box::from_raw(watch) };
+        let w = unsafe { Box::from_raw(watch) };
         release_js(&w);
-        return w.pidfd.take().map_or(Ok(shared), Err);
+        return None;
     }
     // SAFETY: `data` is the first field of every uv handle.
     unsafe { *(handle as *mut *mut c_void) = watch.cast() };
@@ -324,19 +317,18 @@ unsafe fn start(
     w.handles = 1;
     // SAFETY: the handle was initialised; on_readable matches uv_poll_cb.
     if unsafe { (uv.poll_start)(handle, UV_READABLE, on_readable) } != 0 {
-        // An initialised handle must be closed, not freed; the pidfd goes
-        // back to the caller for another back-end (libuv never added it to
-        // its epoll set, and closing the handle only removes it from there).
+        // An initialised handle must be closed, not freed; the pidfd is
+        // left to the caller's other back-end (libuv never added it to its
+        // epoll set).
         w.done = true;
         release_js(w);
-        let fd = w.pidfd.take();
         close(w);
-        return fd.map_or(Ok(shared), Err);
+        return None;
     }
     shared.set_handle(Some(handle));
     // SAFETY: registered on the same env; removed when the watch ends.
     unsafe { sys::napi_add_env_cleanup_hook(env, Some(on_env_teardown), watch.cast()) };
-    Ok(shared)
+    Some(shared)
 }
 
 unsafe extern "C" fn on_readable(handle: *mut c_void, _status: c_int, _events: c_int) {
@@ -345,15 +337,13 @@ unsafe extern "C" fn on_readable(handle: *mut c_void, _status: c_int, _events: c
     if w.done {
         return;
     }
-    let pidfd = w.pidfd.as_ref().map(|fd| fd.as_fd());
-    match w.watched.try_settle(pidfd) {
+    match w.watched.try_settle() {
         Some(status) => deliver(w, status),
         None => {
             // Nothing to reap. With the child still running (an error
             // event, say), poll on. Exited, yet not waitable: a tracer holds
             // the zombie; polling on would spin.
-            let exited = pidfd.is_some_and(|fd| crate::sys::is_readable_now(fd).unwrap_or(false));
-            if exited {
+            if w.watched.pidfd_readable() {
                 park(w);
             }
         }
@@ -365,9 +355,7 @@ unsafe extern "C" fn on_readable(handle: *mut c_void, _status: c_int, _events: c
 /// (polling) only if nothing else could settle the child.
 fn park(w: &mut LoopWatch) {
     let Some(uv) = uv() else { return };
-    if !w.watched.has_native_watcher()
-        && exit_watch::watch_beside_loop(&w.watched, None, std::time::Duration::ZERO).is_err()
-    {
+    if !w.watched.has_native_watcher() && exit_watch::watch_beside_loop(&w.watched).is_err() {
         return;
     }
     // SAFETY: uv_handle_size is a pure query.
@@ -437,7 +425,8 @@ fn deliver(w: &mut LoopWatch, status: ExitStatus) {
     release_js(w);
 }
 
-/// Stops polling and closes the poll handle and the pidfd.
+/// Stops polling and closes the poll handle; the pidfd may then be closed
+/// (by `Watched`, once the child is settled).
 fn close_poll(w: &mut LoopWatch) {
     if w.poll_open {
         w.poll_open = false;
@@ -449,8 +438,8 @@ fn close_poll(w: &mut LoopWatch) {
             // allows closing the polled fd right after this.
             unsafe { (uv.close)(handle, Some(on_closed)) };
         }
+        w.watched.detach_loop();
     }
-    w.pidfd = None;
 }
 
 /// Closes every handle; the allocation is freed in `on_closed` once the

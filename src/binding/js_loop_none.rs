@@ -12,7 +12,7 @@ use napi::bindgen_prelude::Function;
 use napi::Env;
 
 use super::convert::NativeExitInfo;
-use crate::exit_watch::{ExitFd, Watched};
+use crate::exit_watch::Watched;
 
 /// Stands for the poll handle of the Linux `js_loop`; there is none here.
 #[derive(Clone, Default)]
@@ -22,12 +22,9 @@ impl LoopRef {
     pub fn set_ref(&self, _on: bool) {}
 }
 
-/// Never here: `exit_fd` stays with the caller.
-pub fn watch_on_loop(
-    _env: &Env,
-    _on_exit: &Function<NativeExitInfo, ()>,
-    _watched: &Arc<Watched>,
-    _exit_fd: &mut Option<ExitFd>,
-) -> Option<LoopRef> {
+type Listener<'a> = Function<'a, NativeExitInfo, ()>;
+
+/// Never here: the caller's other back-end serves.
+pub fn watch_on_loop(_: &Env, _: &Listener<'_>, _: &Arc<Watched>) -> Option<LoopRef> {
     None
 }

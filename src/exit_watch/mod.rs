@@ -19,7 +19,7 @@ mod windows;
 #[cfg(windows)]
 use windows as imp;
 
-pub use imp::{start, watch, ExitFd, Watched, WATCH_CALL};
+pub use imp::{start, watch, Watched, WATCH_CALL};
 #[cfg(unix)]
 pub use unix::{register, register_contained, watch_beside_loop};
 #[cfg(windows)]
@@ -56,7 +56,8 @@ pub type Wake = Box<dyn FnOnce() + Send>;
 pub enum Backend {
     /// pidfd polled by the JS thread's own event loop (the binding's `js_loop`).
     PidfdLoop,
-    /// pidfd awaited by a task on procward's own runtime thread.
+    /// pidfd watched off the JS loop, by procward's reaper thread (a task on
+    /// procward's tokio runtime once, hence the name JS sees).
     PidfdTokio,
     /// A thread blocked in waitid.
     Fallback,
@@ -87,13 +88,10 @@ pub struct Containment {
     pub bound: Duration,
 }
 
-/// A child just started, not yet watched: hand `exit_fd` to [`watch`] (or
-/// to a loop driver, then [`watch_beside_loop`]).
+/// A child just started, not yet watched: hand it to [`watch`] (or to a
+/// loop driver, then [`watch_beside_loop`]).
 pub struct Started {
     pub watched: Arc<Watched>,
-    /// What tells of the exit, where the OS gives one apart from `watched`
-    /// (Linux: the pidfd).
-    pub exit_fd: Option<ExitFd>,
     /// The parent's pipe ends: stdio 0..3, then the readiness pipe.
     pub pipes: [Option<Pipe>; 4],
 }

@@ -22,25 +22,27 @@
 //! A traced child. A tracer (`PTRACE_SEIZE` from another process) is told of
 //! the exit first, and until it detaches or waits, the zombie is invisible
 //! to our `waitid` although the pidfd is readable. Nothing can reap it then.
-//! The tokio back-end waits for the next edge on the pidfd (the kernel wakes
-//! pidfd waiters again when the tracer lets go), the fallback thread stays
-//! blocked in `waitid`, which the same event wakes, and the JS loop, whose
-//! poll is level-triggered, stops polling and waits to be woken by the
-//! native watcher's settle (`js_loop`): no driver spins, and `'exit'` comes
-//! once, right after the reap.
+//! The reaper's one-shot registration has fired and stays silent; it hands
+//! the child to a waiter thread, blocked in `waitid` until the tracer lets
+//! go (the kernel wakes the real parent's waiters then). The JS loop, whose
+//! poll is level-triggered, stops polling and waits to be woken by that
+//! settle (`js_loop`): no driver spins, and `'exit'` comes once, right after
+//! the reap.
 //!
 //! Back-ends, chosen per child:
-//! - `pidfd` (`linux`): the pidfd turns readable on exit; a tokio task on
-//!   procward's own runtime thread waits for it with `AsyncFd`. Under Node
-//!   the binding layer (`js_loop`) also polls the pidfd on the JS thread's
-//!   libuv loop, which then usually settles first; this task, started with
-//!   [`watch_beside_loop`], stands by so that a blocked loop never delays
-//!   the reap. `Watched::settle` runs once, whoever calls it.
+//! - `pidfd` (`linux`, `reaper`): the pidfd turns readable on exit; one
+//!   reaper thread, one epoll, watches the pidfds of all children (a task
+//!   or thread per child cost more fds and wake-ups than the reap itself).
+//!   Under Node the binding layer (`js_loop`) also polls the pidfd on the
+//!   JS thread's libuv loop, which then usually settles first; the reaper,
+//!   told with [`watch_beside_loop`], gives the loop a grace and then reaps
+//!   itself, so that a blocked loop never delays the reap.
+//!   `Watched::settle` runs once, whoever calls it.
 //! - `fallback`: a small thread blocks in `waitid(P_PID, pid, WEXITED |
 //!   WNOWAIT)`. Used when no pidfd could be had (ENOSYS before Linux 5.3,
-//!   EMFILE), when registering it or starting the runtime failed, or when
-//!   `PROCWARD_EXIT_WATCH=fallback` is set at load (the test suite runs
-//!   through it that way).
+//!   EMFILE), when the reaper could not take it (no epoll, no thread), for
+//!   a traced zombie, or when `PROCWARD_EXIT_WATCH=fallback` is set at load
+//!   (the test suite runs through it that way).
 //! - `kqueue` (`macos`): kqueue `EVFILT_PROC`/`NOTE_EXIT` on procward's
 //!   runtime; `fallback` there too. Each OS module provides `watch` and
 //!   `watch_beside_loop` (in `linux` and `macos`).
@@ -59,6 +61,10 @@
 //! The watcher owns everything it needs (`Arc<Watched>`), so a JS handle
 //! that is dropped, collected or `unref()`ed never leaves a zombie.
 //!
+//! One fd per child: its pidfd, owned by `Watched` (so every wait, the JS
+//! loop's poll and the reaper's epoll name the same process), and closed
+//! once the child is settled and nothing polls it any more (`release`).
+//!
 //! Identity. `Watched` also keeps the child's identity, because it must be
 //! the child's own even when read after the reap, and only an unreaped child
 //! can be asked. What spawn learns for free (the start tick pinned by clock
@@ -73,6 +79,8 @@ mod guardian;
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
+mod reaper;
+#[cfg(target_os = "linux")]
 use linux::contain;
 #[cfg(target_os = "linux")]
 pub use linux::{watch, watch_beside_loop};
@@ -83,9 +91,9 @@ use macos::contain;
 #[cfg(target_os = "macos")]
 pub use macos::{watch, watch_beside_loop};
 
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -98,10 +106,6 @@ use crate::pid::{Pid, Signal};
 use crate::proc_info::{self, Identity, IdentitySeed, InfoError};
 use crate::spawn::{self, Command};
 use crate::sys::{self, WaitStatus};
-
-/// What tells of a child's exit apart from its `Watched`: its pidfd (Linux;
-/// never one on macOS).
-pub type ExitFd = OwnedFd;
 
 /// What a failed [`watch`] was doing, for the error JS gets.
 pub const WATCH_CALL: &str = "spawn watcher";
@@ -141,6 +145,15 @@ struct Inner {
     draining: bool,
     /// The cgroup's usage read just before it was removed.
     final_usage: Option<Usage>,
+    /// The child's pidfd (Linux), its only one: every wait goes through it,
+    /// the JS loop polls it, the reaper's epoll holds it. Closed once
+    /// settled and no longer polled (see [`Watched::release`]).
+    pidfd: Option<OwnedFd>,
+    /// The JS loop polls `pidfd` (the binding's `js_loop`).
+    loop_polls: bool,
+    /// The reaper's key for this child while its epoll holds `pidfd`.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    reaper_key: Option<u64>,
 }
 
 /// One supervised child, shared by its watcher, its JS handle and any stop.
@@ -152,12 +165,26 @@ pub struct Watched {
     /// sent to the pid after it was released to the kernel.
     inner: Mutex<Inner>,
     reaped: watch::Sender<Option<ExitStatus>>,
-    /// A native watcher (tokio task or waiter thread) settles this child.
+    /// A native watcher (the reaper or a waiter thread) settles this child.
     native: AtomicBool,
     contained: Option<Contained>,
     /// Signalled when the child is settled (for a blocking driver that found
     /// another one draining the cgroup).
     settled: Condvar,
+}
+
+/// What the reaper held for a child whose pidfd was just released: its
+/// delivery runs, and the hold is dropped, once the state lock is released.
+#[derive(Default)]
+#[must_use]
+struct Released(Option<(Arc<Watched>, Option<OnExit>)>);
+
+impl Released {
+    fn deliver(self, status: ExitStatus) {
+        if let Some((_hold, Some(on_exit))) = self.0 {
+            on_exit(status);
+        }
+    }
 }
 
 /// The first half of a contained child's settle.
@@ -223,7 +250,8 @@ impl Watched {
                 }
                 // Unreaped, and reaping needs this lock: the pid is the
                 // child's for as long as we read.
-                let id = proc_info::child_identity(self.pid, seed, None)?;
+                let pidfd = inner.pidfd.as_ref().map(|fd| fd.as_fd());
+                let id = proc_info::child_identity(self.pid, seed, pidfd)?;
                 inner.identity = Ident::Known(id.clone());
                 Ok(id)
             }
@@ -335,20 +363,13 @@ impl Watched {
         })
     }
 
-    /// Kills a contained child's cgroup after its leader's exit was seen,
-    /// and sweeps the group, under the lock (the leader is an unreaped
-    /// zombie, so its pgid is still ours). The wait for the cgroup to empty
-    /// happens outside the lock: `kill()`, `stop()` and the identity stay
-    /// answerable meanwhile.
-    fn begin_drain(&self, c: &Contained, pidfd: Option<BorrowedFd<'_>>) -> Drain {
-        let mut inner = self.lock();
-        if let State::Reaped(status) = inner.state {
-            return Drain::Done(status);
-        }
-        if inner.draining {
-            return Drain::Busy;
-        }
+    /// The last look at the child before its group and pid are given up,
+    /// under the lock while it is an unreaped zombie: its identity is
+    /// completed (after the reap the pid is not ours to read), and its
+    /// group swept (the pgid is still ours; ESRCH = nobody else left).
+    fn last_look(&self, inner: &mut Inner) {
         if let Ident::Seed(seed) = &inner.identity {
+            let pidfd = inner.pidfd.as_ref().map(|fd| fd.as_fd());
             inner.identity = match proc_info::child_identity(self.pid, seed, pidfd) {
                 Ok(id) => Ident::Known(id),
                 Err(e) => Ident::Lost(errno_of(&e)),
@@ -359,6 +380,22 @@ impl Watched {
                 let _ = sys::killpg(pgid, Signal::KILL);
             }
         }
+    }
+
+    /// Kills a contained child's cgroup after its leader's exit was seen,
+    /// and sweeps the group, under the lock (the leader is an unreaped
+    /// zombie, so its pgid is still ours). The wait for the cgroup to empty
+    /// happens outside the lock: `kill()`, `stop()` and the identity stay
+    /// answerable meanwhile.
+    fn begin_drain(&self, c: &Contained) -> Drain {
+        let mut inner = self.lock();
+        if let State::Reaped(status) = inner.state {
+            return Drain::Done(status);
+        }
+        if inner.draining {
+            return Drain::Busy;
+        }
+        self.last_look(&mut inner);
         let _ = c.cgroup.kill();
         inner.draining = true;
         Drain::Wait(c.cgroup.clone(), c.bound)
@@ -378,37 +415,29 @@ impl Watched {
     /// Settles a child whose exit was seen (`seen`), from a thread that may
     /// block (the fallback waiter). A contained child's cgroup is killed and
     /// waited for (at most its bound) before the reap.
-    fn settle_blocking(
-        &self,
-        seen: Option<WaitStatus>,
-        pidfd: Option<BorrowedFd<'_>>,
-    ) -> ExitStatus {
+    fn settle_blocking(&self, seen: Option<WaitStatus>) -> ExitStatus {
         let Some(c) = self.contained.as_ref().filter(|_| seen.is_some()) else {
-            return self.settle(seen, pidfd);
+            return self.settle(seen);
         };
-        match self.begin_drain(c, pidfd) {
+        match self.begin_drain(c) {
             Drain::Done(s) => s,
             Drain::Busy => self.wait_settled(),
             Drain::Wait(cg, bound) => {
                 let empty = cgroup::wait_empty_blocking(&cg, Some(bound));
-                self.settle_drained(seen, pidfd, empty)
+                self.settle_drained(seen, empty)
             }
         }
     }
 
     /// The same on procward's runtime: the wait for `populated 0` is an
     /// inotify readiness, never a blocked thread.
-    // Only Linux's pidfd task settles asynchronously (macOS has no cgroup).
+    // Only Linux's reaper settles asynchronously (macOS has no cgroup).
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-    async fn settle_async(
-        &self,
-        seen: Option<WaitStatus>,
-        pidfd: Option<BorrowedFd<'_>>,
-    ) -> ExitStatus {
+    async fn settle_async(&self, seen: Option<WaitStatus>) -> ExitStatus {
         let Some(c) = self.contained.as_ref().filter(|_| seen.is_some()) else {
-            return self.settle(seen, pidfd);
+            return self.settle(seen);
         };
-        match self.begin_drain(c, pidfd) {
+        match self.begin_drain(c) {
             Drain::Done(s) => s,
             Drain::Busy => {
                 let mut rx = self.subscribe();
@@ -419,7 +448,7 @@ impl Watched {
             Drain::Wait(cg, bound) => {
                 let deadline = tokio::time::Instant::now() + bound;
                 let empty = cgroup::wait_empty(&cg, Some(deadline)).await;
-                self.settle_drained(seen, pidfd, empty)
+                self.settle_drained(seen, empty)
             }
         }
     }
@@ -427,12 +456,7 @@ impl Watched {
     /// After the drain: read the final usage, remove the cgroup (or leave
     /// that to a watcher of its `populated 0` when a member outlived the
     /// bound), then reap and publish as any child.
-    fn settle_drained(
-        &self,
-        seen: Option<WaitStatus>,
-        pidfd: Option<BorrowedFd<'_>>,
-        empty: bool,
-    ) -> ExitStatus {
+    fn settle_drained(&self, seen: Option<WaitStatus>, empty: bool) -> ExitStatus {
         if let Some(c) = &self.contained {
             let usage = c.cgroup.usage();
             self.lock().final_usage = Some(usage);
@@ -440,7 +464,7 @@ impl Watched {
                 cgroup::remove_when_empty(c.cgroup.clone());
             }
         }
-        self.settle(seen, pidfd)
+        self.settle(seen)
     }
 
     /// Signals the child alone, but not once it has exited (a zombie
@@ -463,35 +487,35 @@ impl Watched {
         }
     }
 
+    /// The exit seen or not, without reaping: `waitid(WNOWAIT | WNOHANG)`
+    /// through the pidfd when there is one. ECHILD once settled (its pidfd
+    /// may be closed, and its pid someone else's).
+    fn peek(&self) -> std::io::Result<WaitStatus> {
+        let inner = self.lock();
+        if inner.state != State::Running {
+            return Err(std::io::Error::from_raw_os_error(libc::ECHILD));
+        }
+        let pidfd = inner.pidfd.as_ref().map(|fd| fd.as_fd());
+        let peek = libc::WEXITED | libc::WNOWAIT | libc::WNOHANG;
+        sys::waitid_child(self.pid, pidfd, peek)
+    }
+
     /// The exit was seen (`seen` is the WNOWAIT status, or None when the
     /// child was reaped behind our back): complete the identity, sweep,
-    /// reap, publish. `pidfd`: the caller's pidfd of the child, if any; the
-    /// reap goes through it.
-    fn settle(&self, seen: Option<WaitStatus>, pidfd: Option<BorrowedFd<'_>>) -> ExitStatus {
-        let (status, wakes) = {
+    /// reap, publish. The reap goes through the pidfd when there is one.
+    fn settle(&self, seen: Option<WaitStatus>) -> ExitStatus {
+        let (status, wakes, released) = {
             let mut inner = self.lock();
             if let State::Reaped(status) = inner.state {
                 return status;
             }
             let status = match seen {
                 Some(seen) => {
-                    if let Ident::Seed(seed) = &inner.identity {
-                        // Last chance: after the reap the pid is not ours.
-                        inner.identity = match proc_info::child_identity(self.pid, seed, pidfd) {
-                            Ok(id) => Ident::Known(id),
-                            Err(e) => Ident::Lost(errno_of(&e)),
-                        };
-                    }
-                    if self.sweep_group {
-                        if let Some(pgid) = self.pgid {
-                            // The leader is a zombie we have not reaped: the
-                            // pgid is still ours. ESRCH = nobody else left.
-                            let _ = sys::killpg(pgid, Signal::KILL);
-                        }
-                    }
+                    self.last_look(&mut inner);
                     // WNOHANG: the zombie was seen, so this reaps at once;
                     // were it taken meanwhile by someone else, it must not
                     // block on whoever got the pid next.
+                    let pidfd = inner.pidfd.as_ref().map(|fd| fd.as_fd());
                     match sys::waitid_child(self.pid, pidfd, libc::WEXITED | libc::WNOHANG) {
                         Ok(WaitStatus::StillAlive) | Err(_) => ExitStatus::from(seen),
                         Ok(w) => ExitStatus::from(w),
@@ -513,7 +537,8 @@ impl Watched {
                 }
             };
             inner.state = State::Reaped(status);
-            (status, std::mem::take(&mut inner.on_settle))
+            let released = self.release(&mut inner);
+            (status, std::mem::take(&mut inner.on_settle), released)
         };
         self.settled.notify_all();
         // Its cached fds (liveness, info) name a process that is gone.
@@ -522,21 +547,33 @@ impl Watched {
         for wake in wakes {
             wake();
         }
+        released.deliver(status);
         status
     }
 
-    fn finish(&self, seen: Option<WaitStatus>, pidfd: Option<BorrowedFd<'_>>, on_exit: OnExit) {
-        on_exit(self.settle_blocking(seen, pidfd));
+    /// Closes the pidfd once the child is settled and the JS loop no longer
+    /// polls it (libuv must stop polling an fd before it is closed: its
+    /// epoll would hold a stale entry, and a later fd with the same number
+    /// could be mistaken for it), taking it out of the reaper's epoll first.
+    /// Under the state lock, so no `waitid` on it can be under way.
+    fn release(&self, inner: &mut Inner) -> Released {
+        if inner.loop_polls || inner.state == State::Running {
+            return Released::default();
+        }
+        let Some(fd) = inner.pidfd.take() else {
+            return Released::default();
+        };
+        #[cfg(target_os = "linux")]
+        if let Some(key) = inner.reaper_key.take() {
+            let entry = reaper::forget(key, fd.as_fd());
+            return Released(entry.map(|e| (e.watched, e.on_exit)));
+        }
+        drop(fd);
+        Released::default()
     }
 
-    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-    async fn finish_async(
-        &self,
-        seen: Option<WaitStatus>,
-        pidfd: Option<BorrowedFd<'_>>,
-        on_exit: OnExit,
-    ) {
-        on_exit(self.settle_async(seen, pidfd).await);
+    fn finish(&self, seen: Option<WaitStatus>, on_exit: OnExit) {
+        on_exit(self.settle_blocking(seen));
     }
 
     /// For a driver that watches the pidfd itself (the JS thread's event
@@ -544,20 +581,66 @@ impl Watched {
     /// the child has been swept and reaped (here or by another driver);
     /// `None` if no exit can be seen: it has not exited, or a tracer holds
     /// the zombie.
-    pub fn try_settle(&self, pidfd: Option<BorrowedFd<'_>>) -> Option<ExitStatus> {
+    pub fn try_settle(&self) -> Option<ExitStatus> {
         if let Some(status) = self.exit_status() {
             return Some(status);
         }
-        let peek = libc::WEXITED | libc::WNOWAIT | libc::WNOHANG;
-        match sys::waitid_child(self.pid, pidfd, peek) {
+        match self.peek() {
             Ok(WaitStatus::StillAlive) => None,
             // A contained child's cgroup must empty before the reap, and
             // this caller (the JS thread) must not wait for that: the
             // native watcher settles it, and wakes this caller through
             // `on_settle`.
             Ok(_) if self.contained.is_some() => None,
-            Ok(w) => Some(self.settle(Some(w), pidfd)),
-            Err(_) => Some(self.settle(None, pidfd)),
+            Ok(w) => Some(self.settle(Some(w))),
+            Err(_) => Some(self.settle(None)),
+        }
+    }
+
+    /// The JS loop starts polling the pidfd: its raw number, valid until
+    /// [`Watched::detach_loop`]. None: no pidfd (or the child is settled).
+    pub fn attach_loop(&self) -> Option<RawFd> {
+        let mut inner = self.lock();
+        let fd = inner.pidfd.as_ref()?.as_raw_fd();
+        inner.loop_polls = true;
+        Some(fd)
+    }
+
+    /// The JS loop has stopped polling the pidfd (`uv_poll_stop`): it may
+    /// be closed once the child is settled.
+    pub fn detach_loop(&self) {
+        let (released, status) = {
+            let mut inner = self.lock();
+            inner.loop_polls = false;
+            (self.release(&mut inner), inner.state)
+        };
+        if let State::Reaped(status) = status {
+            released.deliver(status);
+        }
+    }
+
+    /// Whether the pidfd says the child has exited (readable), for a loop
+    /// that found nothing to reap: a tracer then holds the zombie.
+    pub fn pidfd_readable(&self) -> bool {
+        let inner = self.lock();
+        let pidfd = inner.pidfd.as_ref().map(|fd| fd.as_fd());
+        pidfd.is_some_and(|fd| sys::is_readable_now(fd).unwrap_or(false))
+    }
+
+    /// Whether the reaper leaves this child's exit to the JS loop for its
+    /// grace: the loop polls it and may settle it (not a contained child).
+    /// The reaper wakes at the same moment as the loop; if the loop holds
+    /// the state lock (settling, most likely), it looks again after the
+    /// grace rather than wait for the lock and make the loop wait next.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    fn loop_first(&self) -> bool {
+        if self.contained.is_some() {
+            return false;
+        }
+        match self.inner.try_lock() {
+            Ok(inner) => inner.loop_polls,
+            Err(TryLockError::WouldBlock) => true,
+            Err(TryLockError::Poisoned(e)) => e.into_inner().loop_polls,
         }
     }
 
@@ -633,24 +716,25 @@ pub fn start(
         inode: child.pidfd.as_ref().map(proc_info::pidfd_inode),
     };
     let pgid = cmd.process_group.then_some(child.pid);
-    let watched = register_contained(child.pid, pgid, sweep_group, seed, contained);
+    let watched = register_contained(child.pid, pgid, sweep_group, seed, contained, child.pidfd);
     let [a, b, c] = child.pipes;
     Ok(Started {
         watched,
-        exit_fd: child.pidfd,
         pipes: [a, b, c, child.notify],
     })
 }
 
 /// A new child's shared state, before any back-end watches it. `seed`: what
-/// spawn already knows of its identity.
+/// spawn already knows of its identity; `pidfd`: the child's, if it has one
+/// (kept, and closed, by the `Watched`).
 pub fn register(
     pid: Pid,
     pgid: Option<Pid>,
     sweep_group: bool,
     seed: IdentitySeed,
+    pidfd: Option<OwnedFd>,
 ) -> Arc<Watched> {
-    register_contained(pid, pgid, sweep_group, seed, None)
+    register_contained(pid, pgid, sweep_group, seed, None, pidfd)
 }
 
 /// [`register`] for a child born in a cgroup of its own.
@@ -660,6 +744,7 @@ pub fn register_contained(
     sweep_group: bool,
     seed: IdentitySeed,
     contained: Option<Contained>,
+    pidfd: Option<OwnedFd>,
 ) -> Arc<Watched> {
     let (tx, _) = watch::channel(None);
     let known = match seed {
@@ -680,6 +765,9 @@ pub fn register_contained(
             on_settle: Vec::new(),
             draining: false,
             final_usage: None,
+            pidfd,
+            loop_polls: false,
+            reaper_key: None,
         }),
         reaped: tx,
         native: AtomicBool::new(false),
@@ -712,7 +800,8 @@ mod tests {
     fn settles_once_keeps_the_identity_and_wakes_each_waiter_once() {
         let pid = spawn("sleep", &["30"]);
         let pidfd = sys::pidfd_open(pid).expect("pidfd");
-        let w = register(pid, None, false, IdentitySeed::default());
+        let own = Some(sys::pidfd_open(pid).expect("its own pidfd"));
+        let w = register(pid, None, false, IdentitySeed::default(), own);
         let identity = w.identity().expect("identity");
         let woken = Arc::new(AtomicUsize::new(0));
         let count = woken.clone();
@@ -720,18 +809,18 @@ mod tests {
             count.fetch_add(1, Ordering::SeqCst);
         });
         assert!(w.on_settle(wake).is_ok());
-        assert_eq!(w.try_settle(Some(pidfd.as_fd())), None);
+        assert_eq!(w.try_settle(), None);
         sys::kill(pid, Signal::KILL).expect("kill");
         wait_exited(&pidfd);
         let killed = Some(ExitStatus::Signal(libc::SIGKILL));
-        assert_eq!(w.try_settle(Some(pidfd.as_fd())), killed);
+        assert_eq!(w.try_settle(), killed);
         // Reaped: the pid is no child of ours any more.
         let gone = sys::waitid_pid(pid, libc::WEXITED | libc::WNOHANG);
         assert_eq!(gone.map_err(|e| e.raw_os_error()), Err(Some(libc::ECHILD)));
         assert_eq!(woken.load(Ordering::SeqCst), 1);
         // Another driver finds it settled, and a late waiter is refused.
-        assert_eq!(w.try_settle(Some(pidfd.as_fd())), killed);
-        assert_eq!(w.try_settle(None), killed);
+        assert_eq!(w.try_settle(), killed);
+        assert_eq!(w.try_settle(), killed);
         assert!(w.on_settle(Box::new(|| {})).is_err());
         assert_eq!(woken.load(Ordering::SeqCst), 1);
         assert_eq!(w.identity().expect("identity after the reap"), identity);
@@ -743,9 +832,10 @@ mod tests {
         let pid = spawn("true", &[]);
         let tick = proc_info::start_tick_between(before, sys::boottime_ns());
         let pidfd = sys::pidfd_open(pid).expect("pidfd");
-        let w = register(pid, None, false, IdentitySeed::default());
+        let own = Some(sys::pidfd_open(pid).expect("its own pidfd"));
+        let w = register(pid, None, false, IdentitySeed::default(), own);
         wait_exited(&pidfd);
-        assert_eq!(w.try_settle(Some(pidfd.as_fd())), Some(ExitStatus::Code(0)));
+        assert_eq!(w.try_settle(), Some(ExitStatus::Code(0)));
         let id = w.identity().expect("identity after the reap");
         if let Some(tick) = tick {
             assert_eq!(id.start_time, tick);
@@ -757,16 +847,86 @@ mod tests {
     fn a_child_reaped_behind_its_back_settles_as_unknown() {
         let pid = spawn("true", &[]);
         let pidfd = sys::pidfd_open(pid).expect("pidfd");
-        let w = register(pid, None, false, IdentitySeed::default());
+        let own = Some(sys::pidfd_open(pid).expect("its own pidfd"));
+        let w = register(pid, None, false, IdentitySeed::default(), own);
         wait_exited(&pidfd);
         sys::waitid_pid(pid, libc::WEXITED).expect("reap");
         // The pidfd wait names the reaped process: ECHILD, whoever has the
         // pid now.
-        assert_eq!(w.try_settle(Some(pidfd.as_fd())), Some(ExitStatus::Unknown));
+        assert_eq!(w.try_settle(), Some(ExitStatus::Unknown));
         let lost = w.identity().map_err(|e| match e {
             InfoError::Io(e) => e.raw_os_error(),
             InfoError::Hidden => None,
         });
         assert_eq!(lost, Err(Some(libc::ECHILD)));
+    }
+
+    fn pidfd_closed(w: &Watched) -> bool {
+        w.lock().pidfd.is_none()
+    }
+
+    #[test]
+    fn the_reaper_settles_each_child_once_and_closes_its_pidfd() {
+        let n = 50;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut kids = Vec::new();
+        for _ in 0..n {
+            let pid = spawn("sleep", &["30"]);
+            let own = Some(sys::pidfd_open(pid).expect("its own pidfd"));
+            let w = register(pid, None, false, IdentitySeed::default(), own);
+            let tx = tx.clone();
+            let on_exit: OnExit = Box::new(move |s| tx.send((pid, s)).expect("send"));
+            assert_eq!(
+                watch(&w, on_exit).expect("watch"),
+                super::super::Backend::PidfdTokio
+            );
+            kids.push(w);
+        }
+        for w in &kids {
+            sys::kill(w.pid(), Signal::KILL).expect("kill");
+        }
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..n {
+            let (pid, status) = rx.recv_timeout(Duration::from_secs(20)).expect("an exit");
+            assert_eq!(status, ExitStatus::Signal(libc::SIGKILL));
+            assert!(seen.insert(pid), "{pid} delivered twice");
+        }
+        assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
+        for w in &kids {
+            assert!(pidfd_closed(w));
+            let gone = sys::waitid_pid(w.pid(), libc::WEXITED | libc::WNOHANG);
+            assert_eq!(gone.map_err(|e| e.raw_os_error()), Err(Some(libc::ECHILD)));
+        }
+    }
+
+    #[test]
+    fn a_polled_pidfd_outlives_the_settle_until_the_loop_lets_go() {
+        let pid = spawn("sleep", &["30"]);
+        let own = Some(sys::pidfd_open(pid).expect("its own pidfd"));
+        let w = register(pid, None, false, IdentitySeed::default(), own);
+        let fd = w.attach_loop().expect("a pidfd to poll");
+        // The loop never runs: the reaper settles the child after its grace.
+        watch_beside_loop(&w).expect("reaper");
+        let mut rx = w.subscribe();
+        sys::kill(pid, Signal::KILL).expect("kill");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime");
+        let settled = rt.block_on(async {
+            tokio::time::timeout(Duration::from_secs(20), rx.wait_for(|s| s.is_some()))
+                .await
+                .map(|r| r.map(|s| *s))
+        });
+        assert_eq!(
+            settled.ok().and_then(|r| r.ok()).flatten(),
+            Some(ExitStatus::Signal(libc::SIGKILL))
+        );
+        // Still polled: the fd stays open (libuv would hold a stale entry).
+        assert!(!pidfd_closed(&w));
+        assert_eq!(w.attach_loop(), Some(fd));
+        w.detach_loop();
+        assert!(pidfd_closed(&w));
+        assert_eq!(w.try_settle(), Some(ExitStatus::Signal(libc::SIGKILL)));
     }
 }

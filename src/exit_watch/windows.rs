@@ -39,10 +39,6 @@ use crate::proc_info::{self, Identity, InfoError};
 use crate::spawn::{self, Command};
 use crate::sys;
 
-/// Never constructed: the process handle, which `Watched` keeps, is what
-/// tells of the exit here.
-pub enum ExitFd {}
-
 /// What a failed [`watch`] was doing, for the error JS gets.
 pub const WATCH_CALL: &str = "RegisterWaitForSingleObject";
 
@@ -68,17 +64,22 @@ pub fn start(
         }
     };
     let pgid = cmd.process_group.then_some(child.pid);
-    let watched = Watched::new(
-        child.pid,
+    let watched = Arc::new(Watched {
+        pid: child.pid,
         pgid,
-        child.process,
-        child.job,
-        sweep_group,
+        process: child.process,
+        job: child.job,
+        sweep: sweep_group,
         identity,
-    );
+        inner: Mutex::new(Inner {
+            status: None,
+            terminated_by: None,
+        }),
+        settled: watch::Sender::new(false),
+        wait: Mutex::new(None),
+    });
     Ok(Started {
         watched,
-        exit_fd: None,
         pipes: [None, None, None, None],
     })
 }
@@ -104,30 +105,6 @@ pub struct Watched {
 }
 
 impl Watched {
-    pub fn new(
-        pid: Pid,
-        pgid: Option<Pid>,
-        process: OwnedHandle,
-        job: OwnedHandle,
-        sweep: bool,
-        identity: Identity,
-    ) -> Arc<Watched> {
-        Arc::new(Watched {
-            pid,
-            pgid,
-            process,
-            job,
-            sweep,
-            identity,
-            inner: Mutex::new(Inner {
-                status: None,
-                terminated_by: None,
-            }),
-            settled: watch::Sender::new(false),
-            wait: Mutex::new(None),
-        })
-    }
-
     pub fn pid(&self) -> Pid {
         self.pid
     }
@@ -375,14 +352,7 @@ fn on_signalled(
 }
 
 /// Watches the child: on exit, sweep and settle, then `deliver` the status.
-pub fn watch(
-    watched: &Arc<Watched>,
-    exit_fd: Option<ExitFd>,
-    deliver: OnExit,
-) -> io::Result<Backend> {
-    if let Some(fd) = exit_fd {
-        match fd {}
-    }
+pub fn watch(watched: &Arc<Watched>, deliver: OnExit) -> io::Result<Backend> {
     let w = watched.clone();
     let wait = on_signalled(
         &watched.process,

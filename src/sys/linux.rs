@@ -274,3 +274,76 @@ pub fn dup_cloexec_onto(src: RawFd, dst: RawFd) {
     // (a signal handler) can do nothing about.
     unsafe { libc::dup3(src, dst, libc::O_CLOEXEC) };
 }
+
+/// `epoll_create1(EPOLL_CLOEXEC)`.
+pub fn epoll_create() -> io::Result<OwnedFd> {
+    // SAFETY: one flag; returns a new fd or -1.
+    let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
+    // SAFETY: the kernel just returned this fd to us, and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Adds `fd` to `epoll` for one readable event (`EPOLLONESHOT`: after it,
+/// the fd stays registered but silent, however long it stays readable),
+/// reported with `key`.
+pub fn epoll_add_once(epoll: BorrowedFd<'_>, fd: BorrowedFd<'_>, key: u64) -> io::Result<()> {
+    let mut ev = libc::epoll_event {
+        events: (libc::EPOLLIN | libc::EPOLLONESHOT) as u32,
+        u64: key,
+    };
+    // SAFETY: two valid fds and an event we own.
+    cvt(unsafe {
+        libc::epoll_ctl(
+            epoll.as_raw_fd(),
+            libc::EPOLL_CTL_ADD,
+            fd.as_raw_fd(),
+            &mut ev,
+        )
+    })
+    .map(drop)
+}
+
+/// Removes `fd` from `epoll` (before it is closed: a copy of it in a child
+/// forked meanwhile would keep the registration alive).
+pub fn epoll_del(epoll: BorrowedFd<'_>, fd: BorrowedFd<'_>) -> io::Result<()> {
+    let mut ev = libc::epoll_event { events: 0, u64: 0 };
+    // SAFETY: two valid fds; the event is ignored by EPOLL_CTL_DEL (but
+    // must be non-null before Linux 2.6.9).
+    cvt(unsafe {
+        libc::epoll_ctl(
+            epoll.as_raw_fd(),
+            libc::EPOLL_CTL_DEL,
+            fd.as_raw_fd(),
+            &mut ev,
+        )
+    })
+    .map(drop)
+}
+
+/// `epoll_wait`: the keys of the ready fds, written into `keys` (as many as
+/// it holds), after at most `timeout_ms` (-1: no limit). EINTR: none.
+pub fn epoll_wait(epoll: BorrowedFd<'_>, keys: &mut [u64], timeout_ms: i32) -> io::Result<usize> {
+    const MAX: usize = 256;
+    let mut events = [libc::epoll_event { events: 0, u64: 0 }; MAX];
+    let max = keys.len().min(MAX);
+    // SAFETY: a buffer of `max` events we own.
+    let ret = unsafe {
+        libc::epoll_wait(
+            epoll.as_raw_fd(),
+            events.as_mut_ptr(),
+            max as libc::c_int,
+            timeout_ms,
+        )
+    };
+    match cvt(ret) {
+        Ok(n) => {
+            let n = n as usize;
+            for (key, ev) in keys.iter_mut().zip(&events[..n]) {
+                *key = ev.u64;
+            }
+            Ok(n)
+        }
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(0),
+        Err(e) => Err(e),
+    }
+}

@@ -8,10 +8,11 @@
 //!
 //! Without a pidfd the wait is by pid. Under a tracer that never waits, the
 //! blocking `waitid` simply sleeps until the tracer detaches or waits (the
-//! kernel wakes the real parent's waiters then): no spin. Pid reuse: the
-//! child is ours and unreaped, so its pid cannot be handed on unless someone
-//! else reaps it. The JS loop may, beside this thread (when no fd was left
-//! for a second pidfd); the thread then wakes with ECHILD, or, if another
+//! kernel wakes the real parent's waiters then): no spin; that is also why
+//! the reaper hands a traced child to this thread. Pid reuse: the child is
+//! ours and unreaped, so its pid cannot be handed on unless someone else
+//! reaps it. The JS loop may, beside this thread (when the reaper could not
+//! take the child); the thread then wakes with ECHILD, or, if another
 //! child of this process got the pid first, stays blocked until that one
 //! exits, and then only finds this child settled: it never reports or reaps
 //! the newcomer. A `waitpid(-1)` elsewhere in the process defeats any waiter
@@ -31,7 +32,7 @@ pub fn start(watched: Arc<Watched>, on_exit: OnExit) -> std::io::Result<()> {
         .stack_size(STACK)
         .spawn(move || {
             let seen = wait_exit(&watched);
-            watched.finish(seen, None, on_exit);
+            watched.finish(seen, on_exit);
         })
         .map(drop)
 }

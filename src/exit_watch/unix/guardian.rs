@@ -248,11 +248,12 @@ fn start(prefix: &str, dirs: impl Iterator<Item = String>) -> io::Result<Guardia
         None,
         false,
         crate::proc_info::IdentitySeed::default(),
+        child.pidfd.take(),
     );
     // Reaped natively whenever it ends; nothing to tell JS, but a new one
     // to start (our own death ends no watcher: nothing runs then).
     let on_exit = Box::new(|_| on_guardian_exit());
-    if let Err(e) = watch(&watched, child.pidfd.take(), on_exit) {
+    if let Err(e) = watch(&watched, on_exit) {
         let _ = crate::sys::kill(child.pid, crate::pid::Signal::KILL);
         let _ = crate::sys::waitid_pid(child.pid, libc::WEXITED);
         return Err(e);

@@ -51,18 +51,13 @@ fn start(watched: Arc<Watched>, kq: OwnedFd, on_exit: OnExit) -> io::Result<()> 
             Ok(w) => Some(w),
             Err(_) => None,
         };
-        watched.finish(seen, None, on_exit);
+        watched.finish(seen, on_exit);
     });
     Ok(())
 }
 
-/// Starts watching a freshly spawned child. `pidfd` is always None here
-/// (no pidfds on macOS).
-pub fn watch(
-    watched: &Arc<Watched>,
-    _pidfd: Option<OwnedFd>,
-    on_exit: OnExit,
-) -> io::Result<Backend> {
+/// Starts watching a freshly spawned child.
+pub fn watch(watched: &Arc<Watched>, on_exit: OnExit) -> io::Result<Backend> {
     if !forced_fallback() {
         // EMFILE and the like: the waiter thread needs no fd.
         if let Ok(Some(kq)) = sys::kqueue_for_exit(watched.pid) {
@@ -76,12 +71,8 @@ pub fn watch(
 
 /// The native reaper beside the JS loop. Never reached on macOS (the loop
 /// back-end is Linux-only): a plain watch that delivers nothing.
-pub fn watch_beside_loop(
-    watched: &Arc<Watched>,
-    pidfd: Option<OwnedFd>,
-    _defer: std::time::Duration,
-) -> io::Result<()> {
-    watch(watched, pidfd, Box::new(|_| {})).map(drop)
+pub fn watch_beside_loop(watched: &Arc<Watched>) -> io::Result<()> {
+    watch(watched, Box::new(|_| {})).map(drop)
 }
 
 /// No cgroups on macOS: `cgroup::contain` says why.
