@@ -247,8 +247,9 @@ export declare class SupervisedProcess<T extends SupervisedShape = SupervisedSha
   readonly stderr: T['stderr']
   /**
    * How the exit is watched: 'pidfd' (polled by this thread's event loop),
-   * 'pidfd-tokio' (a native runtime task; runtimes without libuv, or
-   * PROCWARD_EXIT_WATCH=tokio) or 'fallback' (a waiter thread: no pidfd);
+   * 'pidfd-tokio' (delivered by procward's native reaper thread; runtimes
+   * without libuv, or PROCWARD_EXIT_WATCH=tokio) or 'fallback' (a waiter
+   * thread: no pidfd);
    * on macOS 'kqueue' (EVFILT_PROC on a native runtime task) or 'fallback';
    * on Windows 'job' (a registered wait on the process handle, then the
    * child's Job object is terminated).
