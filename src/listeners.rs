@@ -191,7 +191,9 @@ mod tests {
         let found = listening_inodes(port).expect("sock_diag");
         assert_eq!(found, vec![inode]);
         drop(l);
-        assert!(listening_inodes(port).expect("sock_diag").is_empty());
+        // Not "none": the port is free again, and another listener (a test
+        // running beside this one, another process) may have it by now.
+        assert!(!listening_inodes(port).expect("sock_diag").contains(&inode));
     }
 
     #[test]
