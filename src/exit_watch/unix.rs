@@ -258,16 +258,35 @@ impl Watched {
         }
     }
 
-    /// Exited, reaped or not. For an unreaped child a WNOHANG|WNOWAIT peek
-    /// tells; it leaves the zombie in place for the watcher.
+    /// Exited, reaped or not. For an unreaped child its pidfd tells, or
+    /// else a WNOHANG|WNOWAIT peek; both leave the zombie for the watcher.
+    /// The pidfd first: a traced child's zombie is the tracer's to see
+    /// first, so the peek finds nothing, yet it has exited and a signal
+    /// would only reach a zombie (and a stop report a kill it never did).
     pub fn has_exited(&self) -> bool {
         let inner = self.lock();
         match inner.state {
             State::Reaped(_) => true,
-            State::Running => !matches!(
-                sys::waitid_pid(self.pid, libc::WEXITED | libc::WNOWAIT | libc::WNOHANG),
-                Ok(WaitStatus::StillAlive)
-            ),
+            State::Running => {
+                let pidfd = inner.pidfd.as_ref().map(|fd| fd.as_fd());
+                if let Some(fd) = pidfd {
+                    if sys::is_readable_now(fd).unwrap_or(false) {
+                        return true;
+                    }
+                }
+                let peek = sys::waitid_pid(self.pid, libc::WEXITED | libc::WNOWAIT | libc::WNOHANG);
+                if !matches!(peek, Ok(WaitStatus::StillAlive)) {
+                    return true;
+                }
+                // No pidfd of ours (the fallback back-end): the process table
+                // tells a traced zombie. The pid is still ours (unreaped, and
+                // reaping needs this lock), so what it says is the child's.
+                #[cfg(target_os = "linux")]
+                if pidfd.is_none() {
+                    return matches!(proc_info::is_running(self.pid), Ok(false));
+                }
+                false
+            }
         }
     }
 

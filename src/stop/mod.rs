@@ -44,6 +44,11 @@ pub trait StopTarget {
     fn first_signal(&self, requested: Signal) -> Signal {
         requested
     }
+    /// Once it has exited: whether that exit was SIGKILL's. `None` where
+    /// the status is not ours to read (a bare pid).
+    fn killed_by_sigkill(&self) -> Option<bool> {
+        None
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -219,6 +224,11 @@ pub async fn run<T: StopTarget>(
     }
 
     if clock.wait(target, |d| d.give_up_at).await {
+        // SIGKILL sent to a child that was already on its way out (its exit
+        // fell between our look and the kill): it exited, with its status.
+        if target.killed_by_sigkill() == Some(false) {
+            return done(Outcome::Exited, signals);
+        }
         done(Outcome::Killed, signals)
     } else {
         done(Outcome::Unkillable, signals)
@@ -345,6 +355,49 @@ mod tests {
                 tokio::time::sleep_until(at.min(deadline)).await;
                 at <= deadline
             }
+        }
+    }
+
+    /// Ignores SIGTERM, and exits with a status of its own just as
+    /// SIGKILL is sent (the kill finds it on its way out).
+    struct ExitsAsKilled {
+        sent: Vec<Signal>,
+        killed_by_sigkill: bool,
+    }
+
+    impl StopTarget for ExitsAsKilled {
+        fn has_exited(&mut self) -> bool {
+            false
+        }
+        fn send(&mut self, sig: Signal) -> io::Result<bool> {
+            self.sent.push(sig);
+            Ok(true)
+        }
+        fn wait_exit(&mut self, deadline: Instant) -> impl Future<Output = bool> + Send {
+            let killed = self.sent.contains(&Signal::KILL);
+            async move {
+                if !killed {
+                    tokio::time::sleep_until(deadline).await;
+                }
+                killed
+            }
+        }
+        fn killed_by_sigkill(&self) -> Option<bool> {
+            Some(self.killed_by_sigkill)
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn killed_only_when_the_status_says_sigkill() {
+        for (by_kill, outcome) in [(true, Outcome::Killed), (false, Outcome::Exited)] {
+            let mut t = ExitsAsKilled {
+                sent: Vec::new(),
+                killed_by_sigkill: by_kill,
+            };
+            let r = run_alone(&mut t, &plan()).await.unwrap();
+            assert_eq!(r.outcome, outcome);
+            // What was sent is reported either way.
+            assert_eq!(r.signals, vec![Signal::TERM, Signal::KILL]);
         }
     }
 

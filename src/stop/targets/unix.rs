@@ -58,6 +58,14 @@ impl StopTarget for ChildTarget {
         self.watched.has_exited()
     }
 
+    fn killed_by_sigkill(&self) -> Option<bool> {
+        match self.watched.exit_status()? {
+            ExitStatus::Signal(sig) => Some(sig == Signal::KILL.as_raw()),
+            ExitStatus::Code(_) => Some(false),
+            ExitStatus::Unknown => None,
+        }
+    }
+
     fn send(&mut self, sig: Signal) -> io::Result<bool> {
         // A contained child's SIGKILL step is its cgroup's `cgroup.kill`.
         if sig == Signal::KILL {
