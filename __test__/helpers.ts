@@ -28,6 +28,11 @@ export const PROCWARD = join(__dirname, '..', 'index.js')
 export const CLI = join(__dirname, '..', 'bin', 'procward.js')
 export const NODE = process.execPath
 export const isRoot = process.getuid?.() === 0
+
+/** python3 with ctypes is here (the ptrace fixture needs it). */
+export function hasPython(): boolean {
+  return spawnSync('python3', ['-c', 'import ctypes'], { stdio: 'ignore' }).status === 0
+}
 /** execFile as a promise of `{ stdout, stderr }`; rejects on a non-zero exit. */
 export const run = promisify(execFile)
 

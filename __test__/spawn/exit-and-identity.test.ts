@@ -4,7 +4,7 @@
 // a stop aimed at one of this process's own threads, and the fds a cycle of
 // spawn → check → exit leaves behind. Every back-end runs them (the suite is
 // run with PROCWARD_EXIT_WATCH unset, =tokio and =fallback).
-import { type ChildProcess, spawn as cpSpawn, execFileSync } from 'node:child_process'
+import { type ChildProcess, spawn as cpSpawn } from 'node:child_process'
 import { readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
@@ -14,6 +14,7 @@ import {
   aliveInProcTable,
   FIXTURES,
   firstLine,
+  hasPython,
   isRoot,
   procState,
   runFixture,
@@ -24,15 +25,6 @@ import {
 } from '../helpers'
 
 const { sup, others } = trackProcesses()
-
-function hasPython(): boolean {
-  try {
-    execFileSync('python3', ['-c', 'import ctypes'], { stdio: 'ignore' })
-    return true
-  } catch {
-    return false
-  }
-}
 
 /** CPU time (ms) the JS thread has used so far, from its own /proc stat. */
 function jsThreadCpuMs(): number {

@@ -1,22 +1,9 @@
-// A stop's outcome agrees with the status it reaped, and an exited child
-// counts as exited everywhere ("zombie = dead"), even one whose zombie a
-// tracer holds: nothing is sent to it, and a stop reports it exited.
-import { execFileSync } from 'node:child_process'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { isProcessRunning } from '../../index.js'
-import { FIXTURES, firstLine, isRoot, procState, sleep, trackProcesses, waitFor } from '../helpers'
+import { FIXTURES, firstLine, hasPython, isRoot, procState, sleep, trackProcesses, waitFor } from '../helpers'
 
 const { sup, others } = trackProcesses()
-
-function hasPython(): boolean {
-  try {
-    execFileSync('python3', ['-c', 'import ctypes'], { stdio: 'ignore' })
-    return true
-  } catch {
-    return false
-  }
-}
 
 describe('a child that exited on its own while a tracer holds its zombie', () => {
   it.skipIf(!isRoot || !hasPython())('is not signalled by kill() or stop(), which report it exited', async () => {
