@@ -192,8 +192,17 @@ mod tests {
         assert_eq!(found, vec![inode]);
         drop(l);
         // Not "none": the port is free again, and another listener (a test
-        // running beside this one, another process) may have it by now.
-        assert!(!listening_inodes(port).expect("sock_diag").contains(&inode));
+        // running beside this one, another process) may have it by now. Nor
+        // at once: a child forked by a test beside this one holds a copy of
+        // our fds (the listener too) until its exec closes them.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while listening_inodes(port).expect("sock_diag").contains(&inode) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the closed listener still listens"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
     }
 
     #[test]
