@@ -76,14 +76,20 @@ export class StandIn {
  * empty environ (the new image's is not laid out yet): waited out.
  */
 export async function environOf(pid: number): Promise<Map<string, string>> {
-  const read = () => readFileSync(`/proc/${pid}/environ`, 'latin1')
   // Until its exec is through, a child shows our memory (a vfork-style
-  // clone shares it: our environment) or none yet (empty).
+  // clone shares it: our environment) or none yet (empty). One read is
+  // both judged and parsed: a child that execs again (sh -c 'exec ...')
+  // shows an empty environ in between, which a second read could catch.
   const node = realpathSync(process.execPath)
-  const execed = () => readlinkSync(`/proc/${pid}/exe`) !== node && read().length > 0
+  let text = ''
+  const execed = () => {
+    if (readlinkSync(`/proc/${pid}/exe`) === node) return false
+    text = readFileSync(`/proc/${pid}/environ`, 'latin1')
+    return text.length > 0
+  }
   await waitFor(execed, 5000, `the environ of ${pid}`)
   const out = new Map<string, string>()
-  for (const kv of read().split('\0')) {
+  for (const kv of text.split('\0')) {
     const eq = kv.indexOf('=')
     if (eq > 0) out.set(kv.slice(0, eq), kv.slice(eq + 1))
   }

@@ -196,7 +196,11 @@ async function markedOne(pid, needle) {
   const identity = identityOf(pid)
   if (identity === null) return null
   const again = await environOf(pid)
-  if (again === null || !holdsEntry(again, needle) || identityOf(pid) !== identity) return null
+  if (again === null) return null
+  // Empty again: it has exec'd since the first look (sh -c 'exec ...'),
+  // and its next program's environment is not in place yet.
+  if (again.length === 0) return undefined
+  if (!holdsEntry(again, needle) || identityOf(pid) !== identity) return null
   return { pid, ppid: st.ppid, pgid: st.pgid, session: st.session, identity }
 }
 
