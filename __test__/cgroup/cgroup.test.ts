@@ -30,6 +30,7 @@ import {
   NODE,
   openFds,
   PROCWARD,
+  procState,
   run,
   runWithFewFds,
   sleep,
@@ -310,6 +311,54 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
     expect(seen).toEqual({ alive: [], dirExists: false, cgroup: null })
     expect(p.exitInfo).toMatchObject({ code: 0 })
     expect(p.resourceUsage().cpuUsec).toEqual(expect.any(Number))
+  })
+
+  it('with the event loop blocked, the reaper drains and reaps a contained child itself; its exit is delivered after', async () => {
+    // The leader and a setsid member; the leader exits while this thread
+    // spins. No JS runs until the spin ends, so whatever happens to the
+    // process table meanwhile is native work.
+    const p = sup('sh', ['-c', 'setsid sleep 1000 & echo ready; read x'], {
+      cgroup: true,
+      stdio: ['pipe', 'pipe', 'inherit'],
+    })
+    const cgroup = p.cgroup as string
+    expect(await firstLineOf(p)).toBe('ready')
+    const pids = await membersWhen(cgroup, (pids) => pids.length === 2, 'the member in the cgroup')
+    const member = pids.find((pid) => pid !== p.pid) as number
+    let exited = false
+    p.once('exit', () => (exited = true))
+    process.kill(p.pid, 'SIGKILL')
+    const deadline = Date.now() + 10_000
+    const settled = () => procState(p.pid) === null && procState(member) === null && !existsSync(cgroup)
+    while (!settled() && Date.now() < deadline) {
+      // spin: the loop is blocked
+    }
+    expect({ leader: procState(p.pid), member: procState(member), dirExists: existsSync(cgroup) }).toEqual({
+      leader: null,
+      member: null,
+      dirExists: false,
+    })
+    expect(exited).toBe(false)
+    await new Promise((r) => setImmediate(r))
+    await waitFor(() => exited, 5000, "the 'exit'")
+    expect(p.exitInfo).toMatchObject({ signal: 'SIGKILL' })
+  })
+
+  it('a contained exit whose members are still dying after the kill waits for them all, then removes the cgroup', async () => {
+    // Many members: the cgroup is rarely empty the instant it is killed,
+    // so the wait for populated 0 is handed on, not done here.
+    const p = sup('sh', ['-c', 'for i in $(seq 40); do setsid sleep 1000 & done; echo ready; read x'], {
+      cgroup: true,
+      stdio: ['pipe', 'pipe', 'inherit'],
+    })
+    const cgroup = p.cgroup as string
+    expect(await firstLineOf(p)).toBe('ready')
+    const pids = await membersWhen(cgroup, (pids) => pids.length === 41, 'forty members')
+    const atExit = new Promise<{ alive: number[]; dirExists: boolean }>((resolve) =>
+      p.once('exit', () => resolve({ alive: pids.filter(aliveInProcTable), dirExists: existsSync(cgroup) })),
+    )
+    p.stdin?.end()
+    expect(await atExit).toEqual({ alive: [], dirExists: false })
   })
 
   it('control: without cgroup the same tree escapes the group sweep (what the test above would see)', async () => {

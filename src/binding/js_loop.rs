@@ -35,10 +35,11 @@
 //! exit the native side settled while the loop was blocked is delivered even
 //! if another child has the pid by then.
 //!
-//! A contained child (`cgroup`) is parked the same way as soon as its exit
-//! is seen: its reap waits for the cgroup to empty, which the JS thread
-//! must not wait for, so the native watcher (which gives no grace to such a
-//! child) settles it and wakes the loop.
+//! A contained child (`cgroup`): its reap waits for the cgroup to empty,
+//! which the JS thread must not wait for. Usually it is empty once killed,
+//! and the loop settles it at once like any other; when members are still
+//! dying, the wait goes to procward's runtime and the loop parks the same
+//! way until that settle wakes it.
 //!
 //! Lifetimes. The handles and their state are owned by the loop, not by
 //! the JS object: a dropped or collected `SupervisedProcess` is still reaped.

@@ -34,7 +34,7 @@
 //! the kernel's cgroup id): a path can be removed and made again.
 
 use std::ffi::CString;
-use std::io::{self, Read};
+use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -410,11 +410,33 @@ fn open_dir(path: &Path) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// A small control file, whole. Plain reads into one buffer: `read_to_string`
+/// would first `statx` and `lseek` to size it, which a kernfs file cannot
+/// tell (size 0), and these reads are on a contained child's exit path.
 fn read_at(dir: BorrowedFd<'_>, name: &std::ffi::CStr) -> io::Result<String> {
-    let mut f = std::fs::File::from(open_at(dir, name, libc::O_RDONLY)?);
-    let mut s = String::new();
-    f.read_to_string(&mut s)?;
-    Ok(s)
+    let f = open_at(dir, name, libc::O_RDONLY)?;
+    let mut buf = vec![0u8; 1024];
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            buf.resize(len * 2, 0);
+        }
+        let spare = &mut buf[len..];
+        // SAFETY: reads into the spare part of a buffer we own, at most its length.
+        let n = unsafe { libc::read(f.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len()) };
+        match n {
+            0 => break,
+            n if n > 0 => len += n as usize,
+            _ => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    buf.truncate(len);
+    String::from_utf8(buf).map_err(|_| io::Error::from_raw_os_error(libc::EILSEQ))
 }
 
 impl Cgroup {

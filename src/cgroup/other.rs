@@ -41,6 +41,10 @@ impl Cgroup {
     pub fn remove(&self) -> std::io::Result<()> {
         match self.0 {}
     }
+
+    pub fn populated(&self) -> std::io::Result<bool> {
+        match self.0 {}
+    }
 }
 
 pub fn wait_empty_blocking(cg: &Cgroup, _timeout: Option<std::time::Duration>) -> bool {

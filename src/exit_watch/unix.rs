@@ -52,11 +52,14 @@
 //! empty (`populated 0` in `cgroup.events`, polled, never a timer loop) and
 //! removed, at most the spawn's `killTimeoutMs`; past that the reap goes
 //! ahead and a watcher removes the cgroup once it empties. The leader stays
-//! an unreaped zombie meanwhile, so its pid and pgid stay ours. The wait
-//! happens outside the state lock (`kill()`, `stop()` and the identity stay
-//! answerable), on procward's runtime (`settle_async`) or the fallback
-//! thread (`settle_blocking`), never on the JS thread: the JS loop leaves a
-//! contained child to the native watcher and parks until its settle.
+//! an unreaped zombie meanwhile, so its pid and pgid stay ours. Usually the
+//! cgroup is empty the moment it is killed (the leader alone, or members
+//! that died with it): then the JS loop does all of it itself, as for any
+//! child (`drain_here`). A wait, when there is one, happens outside the
+//! state lock (`kill()`, `stop()` and the identity stay answerable), on
+//! procward's runtime (`settle_async`, `finish_drain`) or a waiter thread
+//! (`settle_blocking`), never on the JS thread, which parks until the
+//! settle.
 //!
 //! The watcher owns everything it needs (`Arc<Watched>`), so a JS handle
 //! that is dropped, collected or `unref()`ed never leaves a zombie.
@@ -453,23 +456,28 @@ impl Watched {
     // Only Linux's reaper settles asynchronously (macOS has no cgroup).
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     async fn settle_async(&self, seen: Option<WaitStatus>) -> ExitStatus {
-        let Some(c) = self.contained.as_ref().filter(|_| seen.is_some()) else {
+        let (Some(c), Some(seen)) = (self.contained.as_ref(), seen) else {
             return self.settle(seen);
         };
         match self.begin_drain(c) {
             Drain::Done(s) => s,
             Drain::Busy => {
                 let mut rx = self.subscribe();
-                let seen = rx.wait_for(|s| s.is_some()).await.ok().and_then(|s| *s);
-                seen.or_else(|| self.exit_status())
+                let settled = rx.wait_for(|s| s.is_some()).await.ok().and_then(|s| *s);
+                settled
+                    .or_else(|| self.exit_status())
                     .unwrap_or(ExitStatus::Unknown)
             }
-            Drain::Wait(cg, bound) => {
-                let deadline = tokio::time::Instant::now() + bound;
-                let empty = cgroup::wait_empty(&cg, Some(deadline)).await;
-                self.settle_drained(seen, empty)
-            }
+            Drain::Wait(cg, bound) => self.finish_drain(cg, bound, seen).await,
         }
+    }
+
+    /// A drain under way (`begin_drain` said wait): the wait for the cgroup
+    /// to empty, at most `bound`, then the settle.
+    async fn finish_drain(&self, cg: Arc<Cgroup>, bound: Duration, seen: WaitStatus) -> ExitStatus {
+        let deadline = tokio::time::Instant::now() + bound;
+        let empty = cgroup::wait_empty(&cg, Some(deadline)).await;
+        self.settle_drained(Some(seen), empty)
     }
 
     /// After the drain: read the final usage, remove the cgroup (or leave
@@ -600,19 +608,61 @@ impl Watched {
     /// the child has been swept and reaped (here or by another driver);
     /// `None` if no exit can be seen: it has not exited, or a tracer holds
     /// the zombie.
-    pub fn try_settle(&self) -> Option<ExitStatus> {
+    pub fn try_settle(self: &Arc<Self>) -> Option<ExitStatus> {
         if let Some(status) = self.exit_status() {
             return Some(status);
         }
         match self.peek() {
             Ok(WaitStatus::StillAlive) => None,
-            // A contained child's cgroup must empty before the reap, and
-            // this caller (the JS thread) must not wait for that: the
-            // native watcher settles it, and wakes this caller through
-            // `on_settle`.
-            Ok(_) if self.contained.is_some() => None,
-            Ok(w) => Some(self.settle(Some(w))),
+            Ok(w) => match self.contained.as_ref() {
+                Some(c) => self.drain_here(c, w),
+                None => Some(self.settle(Some(w))),
+            },
             Err(_) => Some(self.settle(None)),
+        }
+    }
+
+    /// A contained child's settle from the JS thread, which must not wait
+    /// for its cgroup to empty. Usually the cgroup is empty once killed (the
+    /// leader alone, or members that died with it): then all of it happens
+    /// here, with no other thread woken. Otherwise the wait goes to
+    /// procward's runtime (or a waiter thread), and `None` tells the caller
+    /// to wait for the settle (`on_settle`).
+    fn drain_here(self: &Arc<Self>, c: &Contained, seen: WaitStatus) -> Option<ExitStatus> {
+        match self.begin_drain(c) {
+            Drain::Done(s) => Some(s),
+            Drain::Busy => None,
+            Drain::Wait(cg, bound) => {
+                // Gone (removed behind our back) counts as empty; any
+                // other error (EMFILE) is left to the wait, which retries.
+                let empty = match cg.populated() {
+                    Ok(populated) => !populated,
+                    Err(e) => matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENODEV)),
+                };
+                if empty {
+                    return Some(self.settle_drained(Some(seen), true));
+                }
+                let me = self.clone();
+                let handed = match crate::runtime::handle() {
+                    Ok(rt) => {
+                        rt.spawn(async move { me.finish_drain(cg, bound, seen).await });
+                        true
+                    }
+                    Err(_) => std::thread::Builder::new()
+                        .name("procward-drain".into())
+                        .spawn(move || {
+                            let empty = cgroup::wait_empty_blocking(&cg, Some(bound));
+                            me.settle_drained(Some(seen), empty);
+                        })
+                        .is_ok(),
+                };
+                if !handed {
+                    // No thread for the wait: the drain is given back, and
+                    // the reaper takes it up (it retries until it can).
+                    self.lock().draining = false;
+                }
+                None
+            }
         }
     }
 
@@ -647,15 +697,13 @@ impl Watched {
     }
 
     /// Whether the reaper leaves this child's exit to the JS loop for its
-    /// grace: the loop polls it and may settle it (not a contained child).
+    /// grace: the loop polls it and may settle it (a contained one too, when
+    /// its cgroup is empty once killed; else the loop hands the wait on).
     /// The reaper wakes at the same moment as the loop; if the loop holds
     /// the state lock (settling, most likely), it looks again after the
     /// grace rather than wait for the lock and make the loop wait next.
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     fn loop_first(&self) -> bool {
-        if self.contained.is_some() {
-            return false;
-        }
         match self.inner.try_lock() {
             Ok(inner) => inner.loop_polls,
             Err(TryLockError::WouldBlock) => true,

@@ -23,7 +23,7 @@
 //! list sets `epoll_wait`'s timeout. Past its deadline the reaper settles the child
 //! itself: a blocked loop never leaves a zombie. Other children (no loop:
 //! the `pidfd-tokio` back-end, a worker torn down, a guardian) settle at
-//! once, on this thread — except a contained one, whose reap waits for its
+//! once, on this thread. A contained child's reap may have to wait for its
 //! cgroup to empty: that wait goes to procward's runtime (or a waiter
 //! thread), never here, where it would hold up every other reap.
 //!
