@@ -223,7 +223,17 @@ pub async fn run<T: StopTarget>(
         signals.push(Signal::KILL);
     }
 
-    if clock.wait(target, |d| d.give_up_at).await {
+    let mut ended = clock.wait(target, |d| d.give_up_at).await;
+    if !ended && target.has_exited() {
+        // Dead, yet not reaped: a contained child's reap waits for its
+        // cgroup to empty, bounded by the spawn's own killTimeoutMs, which
+        // may have begun just before our bound ran out. It did die: wait
+        // for that reap once more, at most this stop's killTimeoutMs.
+        ended = target
+            .wait_exit(Instant::now() + plan.kill_timeout.as_duration())
+            .await;
+    }
+    if ended {
         // SIGKILL sent to a child that was already on its way out (its exit
         // fell between our look and the kill): it exited, with its status.
         if target.killed_by_sigkill() == Some(false) {
@@ -246,6 +256,8 @@ mod tests {
         exit_at: Option<Instant>,
         after_term: Option<Duration>,
         after_kill: Option<Duration>,
+        /// From its death to its reap (a contained child's drain).
+        reap_after: Duration,
         eperm: bool,
         sent: Vec<(Signal, Instant)>,
     }
@@ -256,6 +268,7 @@ mod tests {
                 exit_at: None,
                 after_term,
                 after_kill,
+                reap_after: Duration::ZERO,
                 eperm: false,
                 sent: vec![],
             }
@@ -292,7 +305,7 @@ mod tests {
             Ok(true)
         }
         fn wait_exit(&mut self, deadline: Instant) -> impl Future<Output = bool> + Send {
-            let exit_at = self.exit_at;
+            let exit_at = self.exit_at.map(|at| at + self.reap_after);
             async move {
                 match exit_at {
                     Some(at) if at <= deadline => {
@@ -509,6 +522,28 @@ mod tests {
                 plan: plan(), later: Some((1000, kill_plan(2000))),
                 outcome: Exited, signals: &[Signal::TERM], kill_sent: None, took: Some(40) },
         ]
+    }
+
+    /// Killed, dead, and its reap still waiting (a contained child's drain
+    /// for its cgroup): the reap is waited for once more, one killTimeoutMs.
+    #[tokio::test(start_paused = true)]
+    async fn a_death_whose_reap_lags_is_killed_not_unkillable() {
+        for (reap_after, outcome, took) in [
+            (2500, Outcome::Killed, 7503),
+            (6000, Outcome::Unkillable, 9000),
+        ] {
+            let mut t = Fake::new(None, Some(MS(3)));
+            t.reap_after = MS(reap_after);
+            let start = Instant::now();
+            let r = run_alone(&mut t, &plan()).await.unwrap();
+            assert_eq!(r.outcome, outcome, "reap {reap_after} ms after the death");
+            assert_eq!(r.signals, [Signal::TERM, Signal::KILL]);
+            assert_eq!(
+                Instant::now() - start,
+                MS(took),
+                "reap {reap_after} ms after the death"
+            );
+        }
     }
 
     #[tokio::test(start_paused = true)]
