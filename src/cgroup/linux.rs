@@ -379,11 +379,38 @@ pub fn owner() -> (i32, u64) {
 pub struct Cgroup {
     path: PathBuf,
     id: u64,
-    /// The directory (for `clone3`'s `CLONE_INTO_CGROUP`, and to reach its
-    /// files without resolving the path again); closed once it is removed,
-    /// so a handle JS keeps around holds no fd.
-    dir: std::sync::Mutex<Option<OwnedFd>>,
+    /// Its fds, closed once it is removed, so a handle JS keeps around
+    /// holds none.
+    dir: std::sync::Mutex<Option<Held>>,
 }
+
+/// What a live cgroup keeps open. `cgroup.kill` and `cgroup.events` are
+/// opened with the directory, at the spawn: its exit (kill it, see it
+/// empty) then needs no new fd, so a process out of fds (EMFILE) at that
+/// moment still kills everything in it before `'exit'`.
+struct Held {
+    /// For `clone3`'s `CLONE_INTO_CGROUP`, and to reach its other files
+    /// without resolving the path again.
+    dir: OwnedFd,
+    kill: OwnedFd,
+    events: OwnedFd,
+}
+
+impl Held {
+    fn open(dir: OwnedFd) -> io::Result<Held> {
+        let kill = open_at(dir.as_fd(), c"cgroup.kill", libc::O_WRONLY)?;
+        let events = open_at(dir.as_fd(), c"cgroup.events", libc::O_RDONLY)?;
+        Ok(Held { dir, kill, events })
+    }
+}
+
+/// No fd to be had (EMFILE, ENFILE): worth another try later.
+fn no_fd(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
+
+/// How often a wait that could get no fd to poll with looks again.
+const NO_FD_RETRY: Duration = Duration::from_millis(10);
 
 fn gone() -> io::Error {
     io::Error::from_raw_os_error(libc::ENOENT)
@@ -472,24 +499,35 @@ impl Cgroup {
                 return Err(CgroupError::Io(e, "fstat", made));
             }
         };
-        Ok(Cgroup::with(made, id, dir))
+        match Cgroup::with(made.clone(), id, dir) {
+            Ok(cg) => Ok(cg),
+            Err(e) => {
+                let _ = std::fs::remove_dir(&made);
+                Err(CgroupError::Io(e, "open", made))
+            }
+        }
     }
 
-    fn with(path: PathBuf, id: u64, dir: OwnedFd) -> Cgroup {
-        Cgroup {
+    fn with(path: PathBuf, id: u64, dir: OwnedFd) -> io::Result<Cgroup> {
+        Ok(Cgroup {
             path,
             id,
-            dir: std::sync::Mutex::new(Some(dir)),
+            dir: std::sync::Mutex::new(Some(Held::open(dir)?)),
+        })
+    }
+
+    /// Runs `f` on the open fds; ENOENT once it was removed.
+    fn held<T>(&self, f: impl FnOnce(&Held) -> io::Result<T>) -> io::Result<T> {
+        let held = self.dir.lock().unwrap_or_else(|e| e.into_inner());
+        match held.as_ref() {
+            Some(h) => f(h),
+            None => Err(gone()),
         }
     }
 
     /// Runs `f` on the open directory; ENOENT once it was removed.
     fn at<T>(&self, f: impl FnOnce(BorrowedFd<'_>) -> io::Result<T>) -> io::Result<T> {
-        let dir = self.dir.lock().unwrap_or_else(|e| e.into_inner());
-        match dir.as_ref() {
-            Some(d) => f(d.as_fd()),
-            None => Err(gone()),
-        }
+        self.held(|h| f(h.dir.as_fd()))
     }
 
     pub fn path(&self) -> &Path {
@@ -509,12 +547,24 @@ impl Cgroup {
     /// walks it; a process forking meanwhile cannot escape). ENOENT/ENODEV:
     /// it was removed already.
     pub fn kill(&self) -> io::Result<()> {
-        self.at(kill_dir)
+        self.held(|h| {
+            // SAFETY: writes one byte from a static buffer to an fd we hold.
+            let n = unsafe { libc::write(h.kill.as_raw_fd(), b"1".as_ptr().cast(), 1) };
+            if n < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        })
     }
 
+    /// Whether anything runs in it or below (`populated` of `cgroup.events`).
     pub fn populated(&self) -> io::Result<bool> {
-        let text = self.at(|d| read_at(d, c"cgroup.events"))?;
-        parse::populated(&text).ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))
+        self.held(|h| {
+            let mut buf = [0u8; 128];
+            let n = crate::sys::pread0(h.events.as_fd(), &mut buf)?;
+            parse::populated(&String::from_utf8_lossy(&buf[..n]))
+                .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))
+        })
     }
 
     /// Removes the (empty) cgroup, and closes our fd of it. ENOENT: gone
@@ -554,7 +604,9 @@ impl Cgroup {
     /// to one per 10 ms per file, so an exit that comes within 10 ms of the
     /// cgroup's first process may be told that much later.
     pub fn events_file(&self) -> io::Result<OwnedFd> {
-        self.at(|d| open_at(d, c"cgroup.events", libc::O_RDONLY))
+        // A copy of the one held, for a waiter to own (and register with
+        // the runtime's epoll): the held one may be closed under it.
+        self.held(|h| h.events.try_clone())
     }
 }
 
@@ -622,24 +674,26 @@ fn first_subdir(dir: BorrowedFd<'_>) -> io::Result<Option<CString>> {
     Ok(None)
 }
 
-fn kill_dir(dir: BorrowedFd<'_>) -> io::Result<()> {
-    let f = open_at(dir, c"cgroup.kill", libc::O_WRONLY)?;
-    // SAFETY: writes one byte from a static buffer to an fd we own.
-    let n = unsafe { libc::write(f.as_raw_fd(), b"1".as_ptr().cast(), 1) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 /// Waits (async, on procward's runtime) until the cgroup is empty, or until
 /// `deadline` (None: no bound). True when empty. An error reading the state
 /// (the cgroup removed behind our back) counts as empty.
 pub async fn wait_empty(cg: &Cgroup, deadline: Option<tokio::time::Instant>) -> bool {
     use tokio::io::unix::AsyncFd;
     use tokio::io::Interest;
-    let Ok(events) = cg.events_file() else {
-        return true;
+    let events = match cg.events_file() {
+        Ok(events) => events,
+        // No fd to poll with: look at the held one now and then instead.
+        Err(e) if no_fd(&e) => loop {
+            if !cg.populated().unwrap_or(false) {
+                return true;
+            }
+            if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+                return false;
+            }
+            let next = tokio::time::Instant::now() + NO_FD_RETRY;
+            tokio::time::sleep_until(deadline.map_or(next, |d| d.min(next))).await;
+        },
+        Err(_) => return true,
     };
     // Usually empty already (the leader alone, or members that died with
     // the kill before we look): no registration at all then.
@@ -687,6 +741,20 @@ pub async fn wait_empty(cg: &Cgroup, deadline: Option<tokio::time::Instant>) -> 
 pub fn wait_empty_blocking(cg: &Cgroup, timeout: Option<Duration>) -> bool {
     match cg.events_file() {
         Ok(events) => poll_empty(events.as_fd(), timeout),
+        // No fd to poll with: look at the held one now and then instead.
+        Err(e) if no_fd(&e) => {
+            let start = std::time::Instant::now();
+            loop {
+                if !cg.populated().unwrap_or(false) {
+                    return true;
+                }
+                let left = timeout.map(|t| t.saturating_sub(start.elapsed()));
+                if left.is_some_and(|l| l.is_zero()) {
+                    return false;
+                }
+                std::thread::sleep(left.map_or(NO_FD_RETRY, |l| l.min(NO_FD_RETRY)));
+            }
+        }
         Err(_) => true,
     }
 }
@@ -753,7 +821,13 @@ pub async fn kill_recorded(path: &Path, id: u64, bound: Duration) -> Result<bool
     if !same || !is_cgroup2(path).unwrap_or(false) {
         return Ok(false);
     }
-    let cg = Cgroup::with(path.to_path_buf(), id, dir);
+    let cg = match Cgroup::with(path.to_path_buf(), id, dir) {
+        Ok(cg) => cg,
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENODEV)) => {
+            return Ok(false)
+        }
+        Err(e) => return Err(CgroupError::Io(e, "open", path.into())),
+    };
     match cg.kill() {
         Ok(()) => {}
         Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENODEV)) => {
