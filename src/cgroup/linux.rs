@@ -538,11 +538,6 @@ impl Cgroup {
         self.id
     }
 
-    /// `cgroup.procs`, opened for the pre-exec child to write itself in.
-    pub fn open_procs(&self) -> io::Result<OwnedFd> {
-        self.at(|d| open_at(d, c"cgroup.procs", libc::O_WRONLY))
-    }
-
     /// Kills every process in the cgroup and below, at once (the kernel
     /// walks it; a process forking meanwhile cannot escape). ENOENT/ENODEV:
     /// it was removed already.
@@ -883,9 +878,6 @@ impl Cgroup {
     /// What spawn needs to start a child inside (see `spawn::IntoCgroup`).
     pub fn into_spawn(&self) -> io::Result<crate::spawn::IntoCgroup> {
         let dir = self.at(|d| Ok(d.as_raw_fd()))?;
-        Ok(crate::spawn::IntoCgroup {
-            dir,
-            procs: std::sync::Arc::new(self.open_procs()?),
-        })
+        Ok(crate::spawn::IntoCgroup { dir })
     }
 }

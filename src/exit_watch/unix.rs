@@ -418,7 +418,11 @@ impl Watched {
             return Drain::Busy;
         }
         self.last_look(&mut inner);
-        let _ = c.cgroup.kill();
+        // Nothing alive in it (the leader alone: a zombie does not count):
+        // nothing to kill. A write to cgroup.kill is not free.
+        if c.cgroup.populated().unwrap_or(true) {
+            let _ = c.cgroup.kill();
+        }
         inner.draining = true;
         Drain::Wait(c.cgroup.clone(), c.bound)
     }
@@ -763,8 +767,7 @@ pub fn start(
     proc_info::prepare_identity();
     let before = sys::boottime_ns();
     let spawned = spawn::spawn(&cmd, !forced_fallback());
-    // The child holds no reference to the procs fd once it exists (it has
-    // exec'd or failed): close ours now.
+    // Only the spawn needed where the child starts.
     cmd.cgroup = None;
     let child = match spawned {
         Ok(c) => c,

@@ -42,13 +42,12 @@ use super::{At, Command, SpawnError, Stdio};
 use crate::pid::{Pid, Signal};
 
 /// Where a contained child starts: its cgroup's directory (for `clone3`'s
-/// `CLONE_INTO_CGROUP`) and its `cgroup.procs` opened for writing (for the
-/// pre-exec child to move itself in where clone3 cannot). The caller keeps
-/// the directory open until `spawn` returns.
+/// `CLONE_INTO_CGROUP`, or its `cgroup.procs`, which the pre-exec child
+/// writes itself into where clone3 cannot). The caller keeps the directory
+/// open until `spawn` returns.
 #[derive(Clone, Debug)]
 pub struct IntoCgroup {
     pub dir: RawFd,
-    pub procs: std::sync::Arc<OwnedFd>,
 }
 
 /// Where a spawn failed, for the error's `syscall` and message. The steps

@@ -228,6 +228,25 @@ extern "C" fn child_main(raw: *mut c_void) -> c_int {
     child_fail(args, Stage::Execve)
 }
 
+/// `cgroup.procs` of the cgroup directory `dir`, for the pre-exec child to
+/// write itself into.
+fn open_procs(dir: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: openat with a NUL-terminated name relative to a directory fd
+    // the caller keeps open.
+    let fd = unsafe {
+        libc::openat(
+            dir,
+            c"cgroup.procs".as_ptr(),
+            libc::O_WRONLY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just gave us this fd.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 /// Closes fds `first..last` (`last` excluded, `u32::MAX` meaning all). Child
 /// side: raw calls only.
 fn close_from(first: u32, last: u32, max_fd: c_int) {
@@ -341,7 +360,7 @@ pub fn clone_exec(
         stdio: [0, 1, 2].map(|i| prep.child_stdio[i].raw()),
         process_group: prep.process_group,
         new_session: prep.new_session,
-        cgroup_procs: prep.cgroup.as_ref().map_or(-1, |c| c.procs.as_raw_fd()),
+        cgroup_procs: -1,
         death_signal: prep.death_signal.map_or(0, |s| s.as_raw()),
         notify: prep
             .notify
@@ -367,8 +386,8 @@ pub fn clone_exec(
     // Born in its cgroup where clone3 can do it; otherwise the child writes
     // itself into cgroup.procs before anything else (see child_main).
     let mut ret = -1;
+    let mut portable = prep.cgroup.as_ref();
     if let Some(into) = prep.cgroup.as_ref().filter(|_| use_clone3()) {
-        args.cgroup_procs = -1;
         // SAFETY: as for clone below; the cgroup directory fd stays open
         // until this returns (the caller holds the cgroup).
         let res = unsafe {
@@ -382,7 +401,10 @@ pub fn clone_exec(
             )
         };
         match res {
-            Ok(pid) => ret = pid,
+            Ok(pid) => {
+                ret = pid;
+                portable = None;
+            }
             Err(e) => match e.raw_os_error() {
                 // Resource limits: the caller's retry (without a pidfd) or
                 // error, as for clone.
@@ -399,11 +421,20 @@ pub fn clone_exec(
                     ) {
                         NO_CLONE3.store(true, Ordering::Relaxed);
                     }
-                    args.cgroup_procs = into.procs.as_raw_fd();
                 }
             },
         }
     }
+    // Opened only for this path (clone3 needs none), and kept open until
+    // the child has used it (clone returns after its exec or exit).
+    let _procs = match portable {
+        Some(into) => {
+            let fd = open_procs(into.dir).map_err(|e| SpawnError::os(e, Stage::Cgroup))?;
+            args.cgroup_procs = fd.as_raw_fd();
+            Some(fd)
+        }
+        None => None,
+    };
     if ret == -1 {
         // SAFETY: child_main only makes async-signal-safe calls on `args`,
         // which outlives the child's use of it (CLONE_VFORK suspends us
