@@ -196,8 +196,11 @@ enum Drain {
     Done(ExitStatus),
     /// Another driver drains the cgroup; wait for its settle.
     Busy,
+    /// Nothing in the cgroup was alive (the leader alone): finish with
+    /// [`Watched::settle_drained`] at once.
+    Empty,
     /// Killed: wait for the cgroup to empty, at most `Duration`, then
-    /// finish with [`Watched::settle`].
+    /// finish with [`Watched::settle_drained`].
     Wait(Arc<Cgroup>, Duration),
 }
 
@@ -418,12 +421,18 @@ impl Watched {
             return Drain::Busy;
         }
         self.last_look(&mut inner);
-        // Nothing alive in it (the leader alone: a zombie does not count):
-        // nothing to kill. A write to cgroup.kill is not free.
-        if c.cgroup.populated().unwrap_or(true) {
-            let _ = c.cgroup.kill();
-        }
         inner.draining = true;
+        // Nothing alive in it (the leader alone: a zombie does not count):
+        // nothing to kill or wait for. Gone (removed behind our back) counts
+        // as empty too.
+        let populated = match c.cgroup.populated() {
+            Ok(populated) => populated,
+            Err(e) => !matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENODEV)),
+        };
+        if !populated {
+            return Drain::Empty;
+        }
+        let _ = c.cgroup.kill();
         Drain::Wait(c.cgroup.clone(), c.bound)
     }
 
@@ -448,6 +457,7 @@ impl Watched {
         match self.begin_drain(c) {
             Drain::Done(s) => s,
             Drain::Busy => self.wait_settled(),
+            Drain::Empty => self.settle_drained(seen, true),
             Drain::Wait(cg, bound) => {
                 let empty = cgroup::wait_empty_blocking(&cg, Some(bound));
                 self.settle_drained(seen, empty)
@@ -472,6 +482,7 @@ impl Watched {
                     .or_else(|| self.exit_status())
                     .unwrap_or(ExitStatus::Unknown)
             }
+            Drain::Empty => self.settle_drained(Some(seen), true),
             Drain::Wait(cg, bound) => self.finish_drain(cg, bound, seen).await,
         }
     }
@@ -636,14 +647,11 @@ impl Watched {
         match self.begin_drain(c) {
             Drain::Done(s) => Some(s),
             Drain::Busy => None,
+            Drain::Empty => Some(self.settle_drained(Some(seen), true)),
             Drain::Wait(cg, bound) => {
-                // Gone (removed behind our back) counts as empty; any
-                // other error (EMFILE) is left to the wait, which retries.
-                let empty = match cg.populated() {
-                    Ok(populated) => !populated,
-                    Err(e) => matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENODEV)),
-                };
-                if empty {
+                // Members that die of the kill take a moment: one more look
+                // before the wait is handed on.
+                if !cg.populated().unwrap_or(true) {
                     return Some(self.settle_drained(Some(seen), true));
                 }
                 let me = self.clone();
