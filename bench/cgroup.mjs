@@ -5,7 +5,8 @@
 // the reap. Skipped, with the reason, where cgroupSupport() says no.
 import { createRequire } from 'node:module'
 import { killToExit, procwardSleep } from './exit.mjs'
-import { bestOfInterleaved, fmt, ratio, sequential, table, target } from './util.mjs'
+import { compiled, jsonOf } from './peers.mjs'
+import { bestOfInterleaved, fmt, ratio, sequential, stats, table, target } from './util.mjs'
 
 const require = createRequire(import.meta.url)
 const { cgroupSupport, spawnSupervised } = require('../index.js')
@@ -54,6 +55,7 @@ export async function run() {
   console.log(
     `\ncgroup vs without: throughput ${ratio(tc.perSec, tp.perSec)}; JS-thread time per call (mean) ${ratio(tc.call.mean, tp.call.mean)}; exit latency (p50) ${ratio(lc.p50, lp.p50)}`,
   )
+  await kernelFloor(support.parent, m)
   const cost = 1 - tc.perSec / tp.perSec
   target(
     'cgroup: true throughput cost ≤ 10 %',
@@ -65,5 +67,23 @@ export async function run() {
     "cgroup: true SIGKILL → 'exit' p50 cost ≤ 60 µs",
     `${fmt(lc.p50, 0)} vs ${fmt(lp.p50, 0)} µs (${gap >= 0 ? '+' : ''}${fmt(gap, 0)} µs)`,
     gap <= 60,
+  )
+}
+
+/**
+ * What the kernel itself takes for a cgroup per child, with no library in
+ * between (bench/c/cgroup-floor.c, under the same parent): the mkdir and
+ * rmdir, and SIGKILL → pidfd readable with and without a fresh cgroup.
+ */
+async function kernelFloor(parent, n) {
+  const { path, why } = compiled('cgroup-floor')
+  if (!path) {
+    console.log(`\nkernel floor (C): not measured: ${why}`)
+    return
+  }
+  const r = await jsonOf(path, [parent, String(n)])
+  const [mk, rm, ex, exc] = [r.mkdirUs, r.rmdirUs, r.exitUs, r.exitContainedUs].map(stats)
+  console.log(
+    `\nkernel floor (C, ${n} rounds, same parent, p50): mkdir ${fmt(mk.p50, 0)} µs + rmdir ${fmt(rm.p50, 0)} µs per child; SIGKILL → pidfd readable ${fmt(exc.p50, 0)} µs in a fresh cgroup vs ${fmt(ex.p50, 0)} µs without (+${fmt(exc.p50 - ex.p50, 0)} µs)`,
   )
 }

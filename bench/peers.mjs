@@ -33,7 +33,7 @@ export function bunPath() {
 }
 
 /** Runs `file args` and resolves to the JSON line it prints. */
-function jsonOf(file, args) {
+export function jsonOf(file, args) {
   return new Promise((resolve, reject) => {
     execFile(file, args, { maxBuffer: 64 << 20 }, (err, stdout) => {
       if (err) reject(err)
