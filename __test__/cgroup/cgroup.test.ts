@@ -329,13 +329,15 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
     p.once('exit', () => (exited = true))
     process.kill(p.pid, 'SIGKILL')
     const deadline = Date.now() + 10_000
-    const settled = () => procState(p.pid) === null && procState(member) === null && !existsSync(cgroup)
+    // The leader is ours: reaped (gone) by procward. The member was
+    // reparented: dead is enough (its new parent reaps it, in its time).
+    const settled = () => procState(p.pid) === null && !aliveInProcTable(member) && !existsSync(cgroup)
     while (!settled() && Date.now() < deadline) {
       // spin: the loop is blocked
     }
-    expect({ leader: procState(p.pid), member: procState(member), dirExists: existsSync(cgroup) }).toEqual({
+    expect({ leader: procState(p.pid), memberAlive: aliveInProcTable(member), dirExists: existsSync(cgroup) }).toEqual({
       leader: null,
-      member: null,
+      memberAlive: false,
       dirExists: false,
     })
     expect(exited).toBe(false)
