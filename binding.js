@@ -17,7 +17,7 @@
 
 const { existsSync } = require('node:fs')
 const { join } = require('node:path')
-const platform = require('./lib/platform')
+const platform = require('./platform.js')
 
 function load() {
   const key = platform.currentKey()

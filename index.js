@@ -8,6 +8,7 @@ const { SupervisedProcess, spawnSupervised, stopSupervisedProcess } = require('.
 const { waitForExit } = require('./lib/wait')
 const { Supervisor, readSupervisorState, distrustSupervisorState, killRecordedCgroup } = require('./lib/supervisor')
 const { acquireLock, tryLock, readLock, ProcessLock } = require('./lib/lock')
+const { exec, ExecError, isExecError } = require('./lib/exec')
 
 function isProcessRunning(pid, identity) {
   validate.pid(pid)
@@ -41,5 +42,18 @@ exports.acquireLock = acquireLock
 exports.tryLock = tryLock
 exports.readLock = readLock
 exports.ProcessLock = ProcessLock
-exports.isLockedError = require('./lib/locked-error').isLockedError
+exports.exec = exec
+exports.ExecError = ExecError
+exports.isExecError = isExecError
+const guards = require('./lib/error-guards')
+exports.isLockedError = guards.isLockedError
+exports.isProcwardError = guards.isProcwardError
+exports.isArgumentError = guards.isArgumentError
+exports.isSupervisorError = guards.isSupervisorError
+exports.isUnavailableError = guards.isUnavailableError
+exports.isPgError = guards.isPgError
 exports.lockPath = require('./lib/lock-path').lockPath
+
+// Package-internal, for `procward run` (lib/cli/, which loads only this
+// entry): an init's orphan reaping (lib/init.js). Symbol-keyed: not API.
+exports[Symbol.for('procward.initDuties')] = require('./lib/init')

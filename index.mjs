@@ -24,6 +24,14 @@ export const {
   readLock,
   lockPath,
   ProcessLock,
+  exec,
+  ExecError,
+  isExecError,
   isLockedError,
+  isProcwardError,
+  isArgumentError,
+  isSupervisorError,
+  isUnavailableError,
+  isPgError,
 } = procward
 export default procward

@@ -28,10 +28,29 @@ export const PROCWARD = join(__dirname, '..', 'index.js')
 export const CLI = join(__dirname, '..', 'bin', 'procward.js')
 export const NODE = process.execPath
 export const isRoot = process.getuid?.() === 0
+/**
+ * This run is under Bun (`bun --bun vitest run`): its child_process, its
+ * errors and its process.env are Bun's, not Node's, so a test that compares
+ * procward with child_process, or reads Node's internals, says so and skips
+ * that part.
+ */
+export const IS_BUN = typeof process.versions.bun === 'string'
 
 /** python3 with ctypes is here (the ptrace fixture needs it). */
 export function hasPython(): boolean {
   return spawnSync('python3', ['-c', 'import ctypes'], { stdio: 'ignore' }).status === 0
+}
+/**
+ * What `node -e code` printed run as nobody (uid and gid 65534): this node,
+ * or (when nobody may not run it, e.g. one cached under /root) the one on
+ * PATH; '' when neither ran and printed.
+ */
+export function nodeAsNobody(code: string): string {
+  for (const node of [process.execPath, 'node']) {
+    const r = spawnSync(node, ['-e', code], { uid: 65534, gid: 65534, encoding: 'utf8' })
+    if (r.status === 0 && r.stdout) return r.stdout
+  }
+  return ''
 }
 /** execFile as a promise of `{ stdout, stderr }`; rejects on a non-zero exit. */
 export const run = promisify(execFile)

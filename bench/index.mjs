@@ -1,13 +1,15 @@
-// pnpm bench [liveness|spawn|exit|scale|stop|lock|supervisor|ready|cgroup|soak ...] [--cycles N]:
+// pnpm bench [liveness|spawn|exit|scale|stop|exec|lock|supervisor|ready|cgroup|soak ...] [--cycles N]:
 // procward side by side with the alternatives, in one run, on this machine.
 // Figures, not pass/fail: each target is printed with its figures and "met"
 // or "not met", and again together at the end. `soak` (100 000 cycles, a few
-// minutes) runs only when named.
+// minutes) runs only when named, and so do `split` (one spawn's JS-thread
+// time step by step; needs the spawn-trace build, see bench/split.mjs) and
+// `restart` (what a restart after kill -9 is made of).
 import os from 'node:os'
 import { printTargets } from './util.mjs'
 
-const all = ['liveness', 'spawn', 'exit', 'scale', 'stop', 'lock', 'supervisor', 'ready', 'cgroup']
-const known = [...all, 'soak']
+const all = ['liveness', 'spawn', 'exit', 'scale', 'stop', 'exec', 'lock', 'supervisor', 'ready', 'cgroup']
+const known = [...all, 'soak', 'split', 'restart']
 // Options (`--name value`) are for the benchmarks to read from process.argv.
 const args = process.argv.slice(2)
 const names = args.filter((a, i) => !a.startsWith('--') && !args[i - 1]?.startsWith('--'))

@@ -12,10 +12,20 @@
 // /proc/sys/kernel/pid_max is small on most machines, so pids come round
 // again within the run (the wraps are counted). At the end: zombies among
 // our children and processes left behind (by an environment tag), both
-// expected 0; fds, RSS and the JS heap sampled along the way (after a GC)
-// with their least-squares slope per 10 000 cycles.
+// expected 0; fds, RSS and the JS heap sampled along the way (after a GC,
+// every 5 000 cycles at most) with their least-squares slope per 10 000
+// cycles, and a line every 50 000 cycles (10 000 for runs under 200 000):
+// RSS, its file-backed and anonymous parts (smaps_rollup), the main malloc
+// arena (brk [heap]), glibc's other arenas (64 MiB-aligned anonymous heaps
+// in /proc/self/smaps: count and resident MiB), V8's heap (resident,
+// committed, its young generation, used), the rest of the anonymous memory
+// (thread stacks, malloc's mmapped chunks), external and array buffers, fds
+// and threads. At the end the RSS slope per 100 000 cycles after cycle
+// 200 000 (after the first fifth for shorter runs), against issue 26's
+// bound of 1 MiB per 100 000.
 import fs from 'node:fs'
 import { createRequire } from 'node:module'
+import v8 from 'node:v8'
 import { fmt, table, target } from './util.mjs'
 
 const require = createRequire(import.meta.url)
@@ -24,13 +34,82 @@ const { isProcessRunning, spawnSupervised, stopSupervisedProcess, waitForExit } 
 const argAt = process.argv.indexOf('--cycles')
 const CYCLES = Number(argAt >= 0 ? process.argv[argAt + 1] : (process.env.BENCH_SOAK_CYCLES ?? 100_000))
 const CONCURRENCY = Number(process.env.SOAK_CONCURRENCY ?? 4)
-const SAMPLE_EVERY = Math.max(1, Math.round(CYCLES / 100))
+// About 100 samples, one every 5 000 cycles at most, on a divisor of 10 000
+// from 1 000 cycles up (the table of the first cycles is every 10 000), or
+// SOAK_SAMPLE_EVERY. Each sample forces a full GC, which bounds what V8's
+// young generation allocates (and so touches) between two GCs: its resident
+// size depends on this.
+const SAMPLE_EVERY =
+  Number(process.env.SOAK_SAMPLE_EVERY) ||
+  ((raw) => [5000, 2000, 1000].find((d) => raw >= d) ?? raw)(Math.max(1, Math.round(CYCLES / 100)))
+const PRINT_EVERY = CYCLES >= 200_000 ? 50_000 : 10_000
+// Issue 26: after 200 000 cycles, RSS may grow by 1 MiB per 100 000 at most.
+const SLOPE_FROM = CYCLES >= 300_000 ? 200_000 : Math.round(CYCLES / 5)
+const MiB = 2 ** 20
+const ARENA_HEAP = 64 * MiB // glibc's HEAP_MAX_SIZE on 64-bit: a non-main arena's heap, aligned to its size
 const TAG = `soak-${process.pid}`
 const TAGGED_ENV = { ...process.env, PROCWARD_BENCH_TAG: TAG }
 const STUCK_MS = 10_000
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 const fdCount = () => fs.readdirSync('/proc/self/fd').length
+
+/** kB figures of /proc/self/smaps_rollup, by name. */
+function rollup() {
+  const out = {}
+  for (const m of fs.readFileSync('/proc/self/smaps_rollup', 'latin1').matchAll(/^(\w+):\s+(\d+) kB/gm)) {
+    out[m[1]] = Number(m[2])
+  }
+  return out
+}
+
+/**
+ * Where malloc's memory sits, from /proc/self/smaps: the main arena's brk
+ * heap ([heap]) and glibc's other arenas, each a 64 MiB-aligned anonymous
+ * reservation of 64 MiB (read-write head, PROT_NONE rest; an arena that
+ * outgrows one heap chains another, counted as one more here). Resident MiB.
+ */
+function mallocMaps() {
+  const text = fs.readFileSync('/proc/self/smaps', 'latin1')
+  const maps = []
+  for (const m of text.matchAll(
+    /^([0-9a-f]+)-([0-9a-f]+) (\S{4}) \S+ \S+ \S+ *(.*)\n(?:(?![0-9a-f]+-)[^\n]*\n)*?Rss:\s+(\d+) kB/gm,
+  )) {
+    maps.push({ start: BigInt(`0x${m[1]}`), end: BigInt(`0x${m[2]}`), perms: m[3], path: m[4], rssKiB: Number(m[5]) })
+  }
+  let brkKiB = 0
+  let arenas = 0
+  let arenaKiB = 0
+  const heap = BigInt(ARENA_HEAP)
+  for (let i = 0; i < maps.length; i++) {
+    const a = maps[i]
+    if (a.path === '[heap]') brkKiB += a.rssKiB
+    if (a.path !== '' || a.perms !== 'rw-p' || a.start % heap !== 0n) continue
+    let end = a.end
+    let kib = a.rssKiB
+    const b = maps[i + 1]
+    if (b && b.path === '' && b.perms === '---p' && b.start === a.end) {
+      end = b.end
+      kib += b.rssKiB
+    }
+    if (end - a.start === heap) {
+      arenas++
+      arenaKiB += kib
+    }
+  }
+  return { brkMiB: brkKiB / 1024, arenas, arenaMiB: arenaKiB / 1024 }
+}
+
+/** V8's heap: resident (physical) MiB of all its spaces, and its young generation's committed MiB. */
+function v8Spaces() {
+  const spaces = v8.getHeapSpaceStatistics()
+  return {
+    v8PhysMiB: spaces.reduce((a, sp) => a + sp.physical_space_size, 0) / MiB,
+    newSpaceMiB: spaces.find((sp) => sp.space_name === 'new_space').space_size / MiB,
+  }
+}
+
+const threadCount = () => Number(/^Threads:\s+(\d+)/m.exec(fs.readFileSync('/proc/self/status', 'latin1'))?.[1])
 
 /** Resolves to `promise`'s value, or to 'stuck' after STUCK_MS. */
 function within(promise) {
@@ -183,29 +262,86 @@ export async function run() {
   const sample = (cycle) => {
     globalThis.gc?.()
     const m = process.memoryUsage()
-    samples.push({ cycle, fds: fdCount(), rssMiB: m.rss / 2 ** 20, heapMiB: (m.heapUsed + m.external) / 2 ** 20 })
+    const r = rollup()
+    samples.push({
+      cycle,
+      secs: (performance.now() - t0) / 1000,
+      fds: fdCount(),
+      threads: threadCount(),
+      rssMiB: m.rss / MiB,
+      fileMiB: (r.Rss - r.Anonymous) / 1024,
+      anonMiB: r.Anonymous / 1024,
+      ...mallocMaps(),
+      heapTotalMiB: m.heapTotal / MiB,
+      ...v8Spaces(),
+      heapUsedMiB: m.heapUsed / MiB,
+      externalMiB: m.external / MiB,
+      arrayBuffersMiB: m.arrayBuffers / MiB,
+      heapMiB: (m.heapUsed + m.external) / MiB,
+    })
   }
+  const columns = [
+    'cycle',
+    's',
+    'RSS MiB',
+    'file',
+    'anon',
+    'brk heap',
+    'arenas',
+    'V8 phys',
+    'rest',
+    'V8 heap',
+    'new sp.',
+    'heapUsed',
+    'external',
+    'arrayBuf',
+    'fds',
+    'threads',
+  ]
+  const widths = columns.map((c) => Math.max(c.length, 7))
+  const line = (cells) => `  ${cells.map((c, i) => String(c).padStart(widths[i])).join('  ')}`
+  const row = (s) =>
+    line([
+      s.cycle,
+      fmt(s.secs, 0),
+      fmt(s.rssMiB, 1),
+      fmt(s.fileMiB, 1),
+      fmt(s.anonMiB, 1),
+      fmt(s.brkMiB, 1),
+      `${s.arenas}/${fmt(s.arenaMiB, 1)}`,
+      fmt(s.v8PhysMiB, 1),
+      fmt(s.anonMiB - s.brkMiB - s.arenaMiB - s.v8PhysMiB, 1),
+      fmt(s.heapTotalMiB, 1),
+      fmt(s.newSpaceMiB, 1),
+      fmt(s.heapUsedMiB, 1),
+      fmt(s.externalMiB, 2),
+      fmt(s.arrayBuffersMiB, 2),
+      s.fds,
+      s.threads,
+    ])
+  console.log(
+    `Every ${PRINT_EVERY} cycles, after a GC (MiB; file/anon: RSS's file-backed and anonymous parts; brk heap: the main malloc arena; arenas: glibc's other arenas, count/resident; V8 phys: V8's heap resident; rest: anon less those three (thread stacks, malloc's mmapped chunks, V8's code and other pages); V8 heap: committed, of it new sp.: the young generation's semi-spaces; heapUsed: live):\n`,
+  )
+  console.log(line(columns))
+  console.log(line(widths.map((w) => '-'.repeat(w))))
   let started = 0
   let done = 0
   const t0 = performance.now()
   sample(0)
+  console.log(row(samples[0]))
   const worker = async () => {
     while (started < CYCLES) {
       started++
       const kind = pick()
       count(kind, await cycles[kind]())
       done++
-      if (done % SAMPLE_EVERY === 0) sample(done)
-      if (done % 10_000 === 0) {
-        const s = samples[samples.length - 1]
-        console.log(
-          `  ${done} cycles, ${fmt((performance.now() - t0) / 1000, 0)} s: ${s.fds} fds, RSS ${fmt(s.rssMiB, 1)} MiB`,
-        )
-      }
+      if (done % SAMPLE_EVERY === 0 || done % PRINT_EVERY === 0) sample(done)
+      if (done % PRINT_EVERY === 0) console.log(row(samples[samples.length - 1]))
     }
   }
   await Promise.all(Array.from({ length: CONCURRENCY }, worker))
-  if (done % SAMPLE_EVERY !== 0) sample(done)
+  if (samples[samples.length - 1].cycle !== done) sample(done)
+  if (done % PRINT_EVERY !== 0) console.log(row(samples[samples.length - 1]))
   const secs = (performance.now() - t0) / 1000
   // The swept workers were SIGKILLed before their leader's reap; init reaps
   // them (late on some machines), so give the zombie-aware check a moment.
@@ -258,6 +394,14 @@ export async function run() {
   console.log(
     `\n(${samples.length} samples, one per ${SAMPLE_EVERY} cycles after a GC; the slope is a least-squares fit over those from cycle ${CYCLES / 10} on.)`,
   )
+  // Where the warm-up's growth went: the finer samples up to the later of 100 000 cycles and the slope's start.
+  const early = samples.filter((s) => s.cycle <= Math.max(100_000, SLOPE_FROM) && s.cycle % 10_000 === 0)
+  if (early.length > 2 && CYCLES >= 200_000) {
+    console.log('\nThe first cycles, every 10 000:\n')
+    console.log(line(columns))
+    console.log(line(widths.map((w) => '-'.repeat(w))))
+    for (const s of early) console.log(row(s))
+  }
   console.log(`zombies among our children at the end: ${zombies.length}`)
   console.log(`tagged processes left behind: ${left.length}${left.length ? ` (killed: ${left.join(' ')})` : ''}`)
   const wrong = [...tally.entries()].filter(([key]) => /stuck|wrong/.test(key)).reduce((a, [, n]) => a + n, 0)
@@ -267,10 +411,26 @@ export async function run() {
     zombies.length === 0 && left.length === 0 && wrong === 0,
   )
   const fdSlope = per10k('fds')
-  const rssSlope = per10k('rssMiB')
   target(
-    'soak: fds and RSS flat (|slope| < 1 fd and < 1 MiB per 10 000 cycles)',
-    `fds ${fmt(fdSlope, 3)}, RSS ${fmt(rssSlope, 3)} MiB per 10 000 cycles`,
-    Math.abs(fdSlope) < 1 && Math.abs(rssSlope) < 1,
+    'soak: fds flat (|slope| < 1 fd per 10 000 cycles)',
+    `fds ${fmt(fdSlope, 3)} per 10 000 cycles`,
+    Math.abs(fdSlope) < 1,
+  )
+  const late = samples.filter((s) => s.cycle >= SLOPE_FROM)
+  const lateSlope = (key) =>
+    slope(
+      late.map((s) => s.cycle),
+      late.map((s) => s[key]),
+    ) * 100_000
+  const rssLate = lateSlope('rssMiB')
+  console.log(
+    `\nRSS slope after cycle ${SLOPE_FROM} (${late.length} samples): ${fmt(rssLate, 3)} MiB per 100 000 cycles` +
+      ` (anon ${fmt(lateSlope('anonMiB'), 3)}, file ${fmt(lateSlope('fileMiB'), 3)}, brk heap ${fmt(lateSlope('brkMiB'), 3)},` +
+      ` arenas ${fmt(lateSlope('arenaMiB'), 3)}, V8 resident ${fmt(lateSlope('v8PhysMiB'), 3)})`,
+  )
+  target(
+    `soak: RSS slope after ${SLOPE_FROM} cycles <= 1 MiB per 100 000 cycles`,
+    `${fmt(rssLate, 3)} MiB per 100 000 cycles over ${done - SLOPE_FROM} cycles`,
+    late.length >= 3 ? rssLate <= 1 : null,
   )
 }

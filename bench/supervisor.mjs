@@ -16,13 +16,12 @@
 //                        its group, event-loop delay of the supervising process
 import { execFileSync as cpExecSync, spawn as cpSpawn } from 'node:child_process'
 import fs from 'node:fs'
-import http from 'node:http'
 import { createRequire } from 'node:module'
-import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { fileURLToPath } from 'node:url'
+import { freePort, get, servedBy } from './http.mjs'
 import { compiled } from './peers.mjs'
 import { fmt, now, ratio, stats, table, target } from './util.mjs'
 
@@ -36,39 +35,6 @@ const CYCLES = Number(process.env.BENCH_CYCLES ?? 1000)
 const ms = (ns) => Number(ns) / 1e6
 const sleep = (t) => new Promise((r) => setTimeout(r, t))
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer()
-    srv.once('error', reject)
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address()
-      srv.close(() => resolve(port))
-    })
-  })
-}
-
-function get(port) {
-  return new Promise((resolve) => {
-    const req = http.get({ host: '127.0.0.1', port, path: '/', agent: false }, (res) => {
-      let body = ''
-      res.on('data', (d) => (body += d))
-      res.on('end', () => {
-        try {
-          resolve(JSON.parse(body).pid)
-        } catch {
-          resolve(null)
-        }
-      })
-    })
-    req.on('error', () => resolve(null))
-    req.setTimeout(1000, () => req.destroy(new Error('timeout')))
-  })
-}
-
-/**
- * The daemon: `argv(port)` is its command line; bench/c/serve.c, else
- * bench/serve.py under python3, else the Node test fixture.
- */
 function pickDaemon() {
   const c = compiled('serve')
   if (c.path) return { label: 'a C daemon (bench/c/serve.c)', argv: (port) => [c.path, '--port', String(port)] }
@@ -86,17 +52,6 @@ function pickDaemon() {
       label: `a Node daemon (no cc, no python3: Node's start-up is in every figure)`,
       argv: (port) => [NODE, script, '--port', String(port)],
     }
-  }
-}
-
-/** Polls the port (1 ms apart) until a pid other than `old` answers. */
-async function servedBy(port, old, timeoutMs = 20_000) {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const pid = await get(port)
-    if (pid !== null && pid !== old) return pid
-    if (Date.now() > deadline) throw new Error(`port ${port} not served again within ${timeoutMs} ms`)
-    await sleep(1)
   }
 }
 
@@ -205,7 +160,7 @@ function handWrittenContender(command, args, env) {
 
 let pm2 = null
 let pm2Home = null
-function loadPm2() {
+export function loadPm2() {
   if (pm2 !== null) return pm2
   pm2Home = fs.mkdtempSync(path.join(os.tmpdir(), 'procward-bench-pm2-'))
   process.env.PM2_HOME = pm2Home
@@ -229,7 +184,7 @@ function pm2DaemonPid() {
 }
 
 let pm2Counter = 0
-function pm2Contender(command, args, env) {
+export function pm2Contender(command, args, env) {
   const name = `bench-${process.pid}-${++pm2Counter}`
   let bus = null
   let onSpawn = null
@@ -454,7 +409,7 @@ async function successorPm2(daemon, port) {
   return result
 }
 
-async function killPm2Daemon() {
+export async function killPm2Daemon() {
   if (!pm2) return
   // Bounded: its client does not always answer once its daemon was killed.
   const bounded = (promise) => Promise.race([promise.catch(() => {}), sleep(10_000)])
@@ -513,6 +468,21 @@ export async function run() {
       'Supervisor kill -9 → serving p95 ≤ 5 ms',
       `p95 ${fmt(pw.p95)} ms, p50 ${fmt(pw.p50)} ms (p95 of ${peers}; bare spawn ${fmt(measured.bare.p95)})`,
       pw.p95 <= 5,
+    )
+    // Issue 26's restart targets, against the others in this run.
+    const hw = measured.rows[1].serve
+    target(
+      'restart kill -9 → serving p95 ≤ hand-written child_process loop',
+      `${fmt(pw.p95)} vs ${fmt(hw.p95)} ms (${ratio(pw.p95, hw.p95)}); p50 ${fmt(pw.p50)} vs ${fmt(hw.p50)}`,
+      pw.p95 <= hw.p95,
+    )
+    const pm = hasPm2 ? measured.rows[2].serve : null
+    target(
+      'restart kill -9 → serving p50 ≤ 0.6× pm2',
+      pm
+        ? `${fmt(pw.p50)} vs ${fmt(pm.p50)} ms (${ratio(pw.p50, pm.p50)}); p95 ${fmt(pw.p95)} vs ${fmt(pm.p95)}`
+        : 'pm2 is not installed',
+      pm ? pw.p50 <= 0.6 * pm.p50 : null,
     )
 
     console.log('\n## supervisor SIGKILLed, a successor started\n')

@@ -125,6 +125,49 @@ export async function loopDelayWhile(tick, { everyMs = 10, durationMs = 1000 } =
 /** Table rows from [api, result] pairs, leaving out what was not measured (null). */
 export const rowsOf = (pairs, toRow) => pairs.filter(([, r]) => r).map(([api, r]) => ({ api, ...toRow(r) }))
 
+/**
+ * The `[api, result]` pairs of procward and its peers in both runtimes, from
+ * a best whose keys are procward, cp, bun (Bun.spawn in a Bun process of its
+ * own) and underBun ({ procward, bun } alternating in one Bun process);
+ * `labels` names procward's, child_process's and Bun's API.
+ */
+export function withPeers(best, [procward, cp, bun]) {
+  return [
+    [procward, best.procward],
+    [cp, best.cp],
+    [`${bun} (under Bun)`, best.bun],
+    [`${procward} (under Bun, one process)`, best.underBun?.procward],
+    [`${bun} (under Bun, one process)`, best.underBun?.bun],
+  ]
+}
+
+/**
+ * bestOfInterleaved over contenders given as `{ key: [api label, run] }`, and
+ * the table rows of their bests (`toRow(result, best)`, all the bests by key
+ * at hand), leaving out what was not measured. Returns `{ best, rows }`.
+ */
+export async function interleavedRows(contenders, options, toRow) {
+  const entries = Object.entries(contenders)
+  const best = await bestOfInterleaved(Object.fromEntries(entries.map(([key, [, run]]) => [key, run])), options)
+  const rows = rowsOf(
+    entries.map(([key, [api]]) => [api, best[key]]),
+    (r) => toRow(r, best),
+  )
+  return { best, rows }
+}
+
+/**
+ * The `toRow` of a throughput table: runs a second (column `rate`), that
+ * against procward's (column `vs`), the JS-thread µs a call, mean and the
+ * `percentiles` named (p50, p99).
+ */
+export const throughputRow = (rate, vs, percentiles) => (r, best) => ({
+  [rate]: fmt(r.perSec, 0),
+  [vs]: ratio(r.perSec, best.procward.perSec),
+  'µs/call mean': fmt(r.call.mean, 0),
+  ...Object.fromEntries(percentiles.map((p) => [p, fmt(r.call[p], 0)])),
+})
+
 export function table(rows, columns) {
   const widths = columns.map((c) => Math.max(c.length, ...rows.map((r) => String(r[c] ?? '').length)))
   const line = (cells) => cells.map((c, i) => String(c ?? '').padStart(widths[i])).join('  ')

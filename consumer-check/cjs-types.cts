@@ -1,5 +1,6 @@
 // Type-checked only (tsc): the public types as a CommonJS consumer sees them.
 import procward = require('procward')
+import procwardPg = require('procward/pg')
 
 const running: boolean = procward.isProcessRunning(process.pid)
 const info: procward.ProcessInfo | null = procward.getProcessInfo(process.pid)
@@ -11,4 +12,7 @@ function onExit(sup: procward.Supervisor): void {
   // @ts-expect-error no such event
   sup.on('exitt', () => {})
 }
-export = { running, info, holderOf, onExit }
+function fenceOf(lock: procwardPg.PgLock): bigint {
+  return lock.fence
+}
+export = { running, info, holderOf, onExit, fenceOf }

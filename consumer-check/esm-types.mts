@@ -8,10 +8,11 @@ import procwardDefault, {
   isLockedError,
   type LockHolder,
   type SupervisedProcess,
-  type Supervisor,
+  Supervisor,
   type SupervisorExit,
   waitForExit,
 } from 'procward'
+import type { AcquirePgLockOptions, PgLock, LockHolder as PgLockHolder } from 'procward/pg'
 
 export async function esmTypes(sup: Supervisor): Promise<void> {
   sup.on('exit', (info: SupervisorExit) => void info.expected)
@@ -31,11 +32,30 @@ export async function esmTypes(sup: Supervisor): Promise<void> {
     if (isLockedError(err)) {
       const holder: LockHolder | null = err.holder
       const code: 'ELOCKED' = err.code
-      void [holder, code]
+      // @ts-expect-error either lock's ELOCKED: pg's has a key, no path
+      const path: string = err.path
+      const where: string = 'path' in err ? err.path : err.key
+      void [holder, code, path, where]
     }
   }
+
+  // The emitters' statics (events.once, inherited) typed by their event maps.
+  const [child] = await Supervisor.once(sup, 'ready')
+  const pid: number = child.pid
+  void pid
 
   // The default export is the CommonJS module itself: the same functions and classes.
   const same: typeof Supervisor = procwardDefault.Supervisor
   void same
+}
+
+// procward/pg's types, through its ESM declarations (pg.d.mts), sharing the
+// main entry's LockHolder.
+export function pgTypes(lock: PgLock, options: AcquirePgLockOptions): void {
+  const fence: bigint = lock.fence
+  const holder: LockHolder = lock.holder satisfies PgLockHolder
+  const key: string = options.key
+  // @ts-expect-error no such option
+  const bad: AcquirePgLockOptions = { connection: 'postgres://x', key: 'k', hostLoss: 5 }
+  void [fence, holder, key, bad]
 }

@@ -18,10 +18,10 @@ it('takes its binary from the procward-linux-x64-gnu package; procward itself sh
 
 it('depends on every platform package its loader knows, of its own version, optionally', () => {
   const pkg = require('procward/package.json') as { version: string; optionalDependencies?: Record<string, string> }
-  // The loader's own list (lib/platform.js, not exported: reached from
+  // The loader's own list (platform.js, not exported: reached from
   // inside the package), which the repository's tests hold to the build
   // targets.
-  const { SUPPORTED } = createRequire(require.resolve('procward'))('./lib/platform.js') as { SUPPORTED: string[] }
+  const { SUPPORTED } = createRequire(require.resolve('procward'))('./platform.js') as { SUPPORTED: string[] }
   expect(SUPPORTED.length).toBeGreaterThan(0)
   expect(pkg.optionalDependencies).toEqual(Object.fromEntries(SUPPORTED.map((p) => [`procward-${p}`, pkg.version])))
 })

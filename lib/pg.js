@@ -8,12 +8,12 @@
 //
 // node-postgres (`pg`) is an optional peer dependency (lib/pg/driver.js).
 // One file per concept under lib/pg/: errors, options, the session, the
-// fence table, the lock, the CLI form.
+// fence table, the lock. Its CLI form, `procward lock --postgres`, is the
+// CLI's (lib/cli/lock.js).
 
 const { acquirePgLock, tryPgLock, readPgLock, PgLock } = require('./pg/lock')
-const { checkText, KEY_MAX_BYTES } = require('./pg/options')
+const { checkText, KEY_MAX_BYTES, PURPOSE_MAX } = require('./pg/options')
 const { advisoryKey, timing } = require('./pg/session')
-const { runPgLock } = require('./pg/cli')
 
 /** advisoryKey for users: the key checked as the lock functions check it. */
 function publicAdvisoryKey(key) {
@@ -26,6 +26,6 @@ module.exports = {
   readPgLock,
   PgLock,
   advisoryKey: publicAdvisoryKey,
-  runPgLock,
   timing,
+  PURPOSE_MAX,
 }

@@ -5,70 +5,35 @@
 const { EventEmitter } = require('node:events')
 const fs = require('node:fs')
 const net = require('node:net')
-const { isMainThread } = require('node:worker_threads')
 const native = require('../binding.js')
-const { brand, callNative, errnoText, fromNative, nativeInfo, rangeError, systemError, typeError } = require('./errors')
+const { brand, callNative, errnoText, fromNative, nativeInfo, rangeError, systemError } = require('./errors')
+const {
+  IS_NODE,
+  NOTIFY_FD,
+  nativeSpawnOptions,
+  nativeStopOptions,
+  notifyFd,
+  SPAWN_KEYS,
+  STOP_DEFAULTS,
+  STOP_KEYS,
+} = require('./spawn-options')
 const validate = require('./validate')
 
 const { abortError } = validate
 
 const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')
 
-// The exit may be watched on the JS thread's own libuv loop only in Node
-// itself: Bun (and Deno) export libuv's symbols as aborting stubs, so the
-// native side cannot tell by looking them up.
-const IS_NODE = typeof process.versions.node === 'string' && !process.versions.bun && !process.versions.deno
-
 // Recognises a SupervisedProcess from another copy of this package too (two
 // versions in one node_modules tree), as execa brands its errors.
 const SUPERVISED_BRAND = Symbol.for('procward.supervised')
 
-// Package-internal spawn option and stream (the Supervisor's `notifyFd`
-// ready check): a pipe whose write end is this fd number in the child.
-const NOTIFY_FD = Symbol.for('procward.notifyFd')
+// Package-internal: the read end of the notify pipe (see NOTIFY_FD in
+// spawn-options.js), for the Supervisor's `notifyFd` ready check.
 const NOTIFY_STREAM = Symbol.for('procward.notifyStream')
+
 // Package-internal: a contained child's cgroup { path, id } (the Supervisor
 // records it in its state file).
 const CGROUP_RECORD = Symbol.for('procward.cgroupRecord')
-
-const STOP_DEFAULTS = Object.freeze({ signal: 'SIGTERM', graceMs: 5000, killTimeoutMs: 2000 })
-
-/**
- * Layers of StopOptions, later ones winning. A field set to `undefined`
- * means "not given", as an absent one does (so `{ graceMs: undefined }`
- * keeps the spawn's default rather than erasing it).
- */
-function mergeStopOptions(...layers) {
-  const out = {}
-  for (const layer of layers) {
-    if (layer == null) continue
-    for (const [k, v] of Object.entries(layer)) if (v !== undefined) out[k] = v
-  }
-  return out
-}
-
-/** StopOptions: what a stop of a child takes; a bare pid's stop takes an identity too. */
-const STOP_KEYS = Object.freeze(['signal', 'graceMs', 'killTimeoutMs', 'group'])
-const PID_STOP_KEYS = new Set([...STOP_KEYS, 'identity'])
-
-/**
- * Validated StopOptions → the native shape (plus identity, for bare pids).
- * `name` is how the caller knows the object ('options', or 'options.stop'
- * for a spawn's defaults), so an error points at the field actually given.
- */
-function nativeStopOptions(options, defaults = STOP_DEFAULTS, name = 'options', keys = PID_STOP_KEYS) {
-  if (options !== undefined) validate.knownKeys(validate.object(options, name), keys, name)
-  const o = mergeStopOptions(STOP_DEFAULTS, defaults, options)
-  return {
-    native: {
-      signal: validate.signal(o.signal, `${name}.signal`),
-      graceMs: validate.duration(o.graceMs, `${name}.graceMs`),
-      killTimeoutMs: validate.duration(o.killTimeoutMs, `${name}.killTimeoutMs`),
-      group: validate.optionalBoolean(o.group, `${name}.group`),
-    },
-    identity: validate.optionalString(o.identity, `${name}.identity`),
-  }
-}
 
 /**
  * A running stop: its promise, and the control through which a later caller
@@ -82,151 +47,15 @@ function startStop(start, finish) {
   return { promise, control }
 }
 
-const STDIO_FILE_KEYS = new Set(['file', 'append'])
-
-function stdioEntry(value, i) {
-  if (value === 'ignore' || value === 'inherit' || value === 'pipe') return { kind: value }
-  if (value !== null && typeof value === 'object' && typeof value.file === 'string') {
-    validate.nonEmptyString(value.file, `stdio[${i}].file`)
-    validate.knownKeys(value, STDIO_FILE_KEYS, `stdio[${i}]`)
-    return { kind: 'file', path: value.file, append: validate.optionalBoolean(value.append, `stdio[${i}].append`) }
-  }
-  throw typeError(
-    `stdio[${i}] must be 'ignore', 'inherit', 'pipe' or { file, append? }, got ${validate.describe(value)}`,
-    'ERR_INVALID_ARG_VALUE',
-  )
-}
-
-// Every key SpawnSupervisedOptions defines (a Supervisor's `spawn` takes
-// them all but `signal`). Anything else is refused: see validate.knownKeys.
-const SPAWN_KEYS = Object.freeze([
-  'cwd',
-  'env',
-  'stdio',
-  'processGroup',
-  'killGroupOnExit',
-  'parentDeathSignal',
-  'signal',
-  'stop',
-  'uid',
-  'gid',
-  'argv0',
-  'cgroup',
-])
-
-const CGROUP_KEYS = ['parent']
-
-/** `cgroup`: false/undefined, true, or { parent?: absolute path }. */
-function cgroupOption(value) {
-  if (value === undefined || value === false) return { cgroup: false, cgroupParent: undefined }
-  if (value === true) return { cgroup: true, cgroupParent: undefined }
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    throw typeError(`options.cgroup must be a boolean or an object, got ${validate.describe(value)}`)
-  }
-  const o = validate.knownKeys({ ...value }, CGROUP_KEYS, 'options.cgroup')
-  if (o.parent === undefined) return { cgroup: true, cgroupParent: undefined }
-  const parent = validate.cString(o.parent, 'options.cgroup.parent')
-  if (!parent.startsWith('/') || parent.includes('\n')) {
-    throw typeError(
-      `options.cgroup.parent must be an absolute path of a cgroup v2 directory, got ${JSON.stringify(parent)}`,
-      'ERR_INVALID_ARG_VALUE',
-    )
-  }
-  return { cgroup: true, cgroupParent: parent }
-}
-
-/** Options users bring from child_process, with what to do instead. */
-const SPAWN_HINTS = {
-  shell: "run a shell explicitly: spawnSupervised('sh', ['-c', command])",
-  detached: 'the child leads its own process group by default (processGroup)',
-}
-
-/** A uid or gid: an integer in 0..=2^32-2 (2^32-1 means "no change" to the kernel). */
-function optionalId(value, name) {
-  return value === undefined ? undefined : validate.integer(value, name, 0, 2 ** 32 - 2)
-}
-
-/** The fd number of the notify pipe's write end in the child (0..2 are stdio). */
-function notifyFd(value, name) {
-  return validate.integer(value, name, 3, 65535, ' (0..2 are stdio)')
-}
-
-function nativeSpawnOptions(options) {
-  if (options !== undefined) validate.object(options, 'options')
-  // Every option is read exactly once, here: a getter that answers
-  // differently on a second read (or throws) cannot make the validated value
-  // and the used one differ, nor fail after the child was started.
-  const o = { ...(options ?? {}) }
-  if (o.stop !== null && typeof o.stop === 'object') o.stop = { ...o.stop }
-  validate.knownKeys(o, SPAWN_KEYS, 'options', { of: 'spawnSupervised()', hints: SPAWN_HINTS })
-  const cwd = o.cwd === undefined ? undefined : validate.cString(o.cwd, 'options.cwd')
-  // No env given: on the main thread process.env *is* the process
-  // environment (Node writes it through to environ), so the native side
-  // reads environ itself and skips converting process.env on every spawn.
-  // A worker's process.env is its own copy, so there it is passed along.
-  const inheritEnv = o.env === undefined && isMainThread
-  const env = o.env === undefined ? (inheritEnv ? {} : process.env) : o.env
-  validate.object(env, 'options.env')
-  const envKeys = []
-  const envValues = []
-  for (const [k, v] of Object.entries(env)) {
-    if (v === undefined) continue
-    if (k.length === 0 || k.includes('=') || k.includes('\0')) {
-      throw typeError(
-        `options.env key ${JSON.stringify(k)} must be non-empty, without '=' or NUL`,
-        'ERR_INVALID_ARG_VALUE',
-      )
-    }
-    envKeys.push(k)
-    envValues.push(validate.cString(v, `options.env.${k}`))
-  }
-  let stdio = o.stdio ?? ['ignore', 'inherit', 'inherit']
-  if (!Array.isArray(stdio)) stdio = [stdio, stdio, stdio]
-  if (stdio.length !== 3) {
-    throw typeError('options.stdio must be one option or an array of three', 'ERR_INVALID_ARG_VALUE')
-  }
-  const processGroup = validate.optionalBoolean(o.processGroup, 'options.processGroup') ?? true
-  const killGroupOnExit = validate.optionalBoolean(o.killGroupOnExit, 'options.killGroupOnExit') ?? true
-  let deathSignal = 0
-  if (o.parentDeathSignal === undefined) deathSignal = validate.signal('SIGKILL')
-  else if (o.parentDeathSignal !== false)
-    deathSignal = validate.signal(o.parentDeathSignal, 'options.parentDeathSignal')
-  const uid = optionalId(o.uid, 'options.uid')
-  const gid = optionalId(o.gid, 'options.gid')
-  const argv0 = o.argv0 === undefined ? undefined : validate.cString(o.argv0, 'options.argv0')
-  validate.optionalAbortSignal(o.signal, 'options.signal')
-  // Check the stop defaults now, so a bad one fails the spawn, not a later stop.
-  const stopNative = nativeStopOptions(o.stop, STOP_DEFAULTS, 'options.stop').native
-  const { cgroup, cgroupParent } = cgroupOption(o.cgroup)
-  return {
-    native: {
-      cwd,
-      inheritEnv,
-      envKeys,
-      envValues,
-      stdio: stdio.map(stdioEntry),
-      processGroup,
-      killGroupOnExit: processGroup && killGroupOnExit,
-      deathSignal,
-      notifyFd: o[NOTIFY_FD] === undefined ? undefined : notifyFd(o[NOTIFY_FD], 'notifyFd'),
-      uid,
-      gid,
-      argv0,
-      useLoop: IS_NODE,
-      cgroup,
-      cgroupParent,
-      killTimeoutMs: stopNative.killTimeoutMs,
-    },
-    stopDefaults: { ...STOP_DEFAULTS, ...(o.stop ?? {}) },
-    abortSignal: o.signal,
-  }
-}
+const IS_DENO = typeof process.versions.deno === 'string'
 
 function pipeStream(fd, n) {
   if (fd < 0) return null
-  // Node: a non-blocking libuv pipe, as child_process uses. Bun's net.Socket
-  // cannot adopt an fd, and its fs streams read pipes without a threadpool.
-  if (IS_NODE) return new net.Socket({ fd, readable: n !== 0, writable: n === 0 })
+  // Node: a non-blocking libuv pipe, as child_process uses. Deno's net.Socket
+  // adopts an fd too, and its fs streams cannot use one it did not open
+  // (EBADF). Bun's net.Socket cannot adopt an fd, and its fs streams read
+  // pipes without a threadpool.
+  if (IS_NODE || IS_DENO) return new net.Socket({ fd, readable: n !== 0, writable: n === 0 })
   return n === 0 ? fs.createWriteStream(null, { fd }) : fs.createReadStream(null, { fd })
 }
 
@@ -422,6 +251,19 @@ function spawnError(err, command, args, native) {
   return brand(e)
 }
 
+// The pids of this thread's children whose exit has not been delivered yet:
+// what an init's orphan reaping (lib/init.js) must leave to their watchers.
+// Added on the JS thread as the spawn returns, before any reaping pass can
+// run. Keyed by pid, valued by the spawn: an exit delivered late (its pid
+// reused by a later child meanwhile) removes its own entry, never the
+// newcomer's.
+const live = new Map()
+
+/** @internal The live supervised children of this thread, by pid. */
+function liveChildPids() {
+  return live.keys()
+}
+
 function spawnSupervised(command, args, options) {
   validate.nonEmptyString(command, 'command')
   args = args === undefined || args === null ? [] : validate.stringArray(args, 'args')
@@ -430,16 +272,23 @@ function spawnSupervised(command, args, options) {
 
   let proc = null
   let early = null
+  let pid = null
+  const spawn = {}
   const onExit = (info) => {
+    if (live.get(pid) === spawn) live.delete(pid)
     if (proc) proc._onNativeExit(info)
     else early = info
   }
   let handle
   try {
-    handle = native.spawnSupervised(command, [...args], opts.native, onExit)
+    // `args` is validate.stringArray's frozen copy (or a fresh []): already
+    // ours, read once by the native side.
+    handle = native.spawnSupervised(command, args, opts.native, onExit)
   } catch (err) {
     throw spawnError(err, command, args, opts.native)
   }
+  pid = handle.pid
+  if (early === null) live.set(pid, spawn)
   proc = new SupervisedProcess(handle, opts.stopDefaults, opts.abortSignal)
   if (early) proc._onNativeExit(early)
   return proc
@@ -481,6 +330,9 @@ module.exports = {
   SupervisedProcess,
   spawnSupervised,
   stopSupervisedProcess,
+  liveChildPids,
+  // The spawn and stop options, passed on from ./spawn-options for
+  // lib/supervisor/, which still takes them from here.
   nativeStopOptions,
   checkSpawnOptions: nativeSpawnOptions,
   notifyFd,

@@ -40,6 +40,11 @@ function elf(buf) {
   const needed = []
   const exports = new Set()
   const glibc = []
+  // Version index (SHT_GNU_versym, one per dynamic symbol) → name, from
+  // SHT_GNU_verneed; and the undefined dynamic symbols with their index.
+  const versionNames = new Map()
+  let versym = null
+  const undefinedSyms = []
   for (const s of sections) {
     const strtab = sections[s.link]
     if (s.type === 6) {
@@ -50,11 +55,20 @@ function elf(buf) {
         if (tag === 1n) needed.push(cstr(buf, strtab.offset + Number(buf.readBigUInt64LE(o + 8))))
       }
     } else if (s.type === 11) {
-      // SHT_DYNSYM: defined (st_shndx != 0) global symbols.
-      for (let o = s.offset; o < s.offset + s.size; o += s.entsize) {
+      // SHT_DYNSYM: defined (st_shndx != 0) global symbols, and the
+      // undefined ones (index i: its entry in SHT_GNU_versym).
+      for (let o = s.offset, i = 0; o < s.offset + s.size; o += s.entsize, i++) {
         const bind = buf[o + 4] >> 4
-        if (buf.readUInt16LE(o + 6) !== 0 && bind !== 0) exports.add(cstr(buf, strtab.offset + buf.readUInt32LE(o)))
+        const name = cstr(buf, strtab.offset + buf.readUInt32LE(o))
+        if (buf.readUInt16LE(o + 6) !== 0) {
+          if (bind !== 0) exports.add(name)
+        } else if (name !== '') {
+          undefinedSyms.push({ name, index: i, weak: bind === 2 })
+        }
       }
+    } else if (s.type === 0x6fffffff) {
+      // SHT_GNU_versym
+      versym = s
     } else if (s.type === 0x6ffffffe) {
       // SHT_GNU_verneed: the symbol versions it needs (GLIBC_2.x).
       let o = s.offset
@@ -62,6 +76,7 @@ function elf(buf) {
         let a = o + buf.readUInt32LE(o + 8)
         for (let k = 0; k < buf.readUInt16LE(o + 2); k++) {
           const name = cstr(buf, strtab.offset + buf.readUInt32LE(a + 8))
+          versionNames.set(buf.readUInt16LE(a + 6), name)
           const m = /^GLIBC_(\d+)\.(\d+)/.exec(name)
           if (m) glibc.push([Number(m[1]), Number(m[2])])
           a += buf.readUInt32LE(a + 12)
@@ -70,7 +85,12 @@ function elf(buf) {
       }
     }
   }
-  return { format: 'ELF', shared: type === 3, cpu: machine, needed, exports, glibc }
+  // Each undefined symbol with the version it asks for (null: none).
+  const imports = undefinedSyms.map(({ name, index, weak }) => {
+    const v = versym ? buf.readUInt16LE(versym.offset + index * 2) & 0x7fff : 1
+    return { name, weak, version: versionNames.get(v) ?? null }
+  })
+  return { format: 'ELF', shared: type === 3, cpu: machine, needed, exports, glibc, imports }
 }
 
 // Library ordinal meaning "look the symbol up in every loaded image".
@@ -229,10 +249,33 @@ function check(file, key) {
   const notes = [`${b.format} ${b.cpu} shared library`, `exports ${REGISTER}`]
   if (libc === 'gnu') {
     if (!b.needed.includes('libc.so.6')) throw new Error(`needs ${b.needed.join(', ')}: no glibc`)
-    const newest = b.glibc.reduce((a, v) => (v[0] > a[0] || (v[0] === a[0] && v[1] > a[1]) ? v : a), [0, 0])
-    if (newest[0] > MAX_GLIBC[0] || (newest[0] === MAX_GLIBC[0] && newest[1] > MAX_GLIBC[1])) {
-      throw new Error(`needs GLIBC_${newest.join('.')}, newer than ${MAX_GLIBC.join('.')}`)
+    const newer = (v) => v[0] > MAX_GLIBC[0] || (v[0] === MAX_GLIBC[0] && v[1] > MAX_GLIBC[1])
+    const tooNew = b.imports.filter(({ version }) => {
+      const m = /^GLIBC_(\d+)\.(\d+)/.exec(version ?? '')
+      return m && newer([Number(m[1]), Number(m[2])])
+    })
+    if (tooNew.length > 0) {
+      const shown = tooNew.slice(0, 6).map(({ name, version }) => `${name}@${version}`)
+      const list = shown.join(', ') + (tooNew.length > 6 ? ` and ${tooNew.length - 6} more` : '')
+      throw new Error(`needs ${list}: newer than GLIBC_${MAX_GLIBC.join('.')}`)
     }
+    // Linked against glibc 2.17's symbols (zig's x86_64/aarch64-linux-gnu.2.17),
+    // every glibc function the binary calls gets a version; one without is
+    // one glibc 2.17 does not have (getrandom is 2.25), and the binary,
+    // bound at load time (BIND_NOW), would not load there. Node-API's
+    // functions are Node's, unversioned; a weak one may be absent (std
+    // looks before it calls).
+    const unversioned = b.imports.filter(
+      ({ name, weak, version }) => version === null && !weak && !/^(napi|node_api)_/.test(name),
+    )
+    if (unversioned.length > 0) {
+      throw new Error(
+        `imports ${unversioned.map(({ name }) => name).join(', ')} without a symbol version: ` +
+          `not in glibc ${MAX_GLIBC.join('.')} (or in no library it loads); the loader would refuse the binary there`,
+      )
+    }
+    const newest = b.glibc.reduce((a, v) => (v[0] > a[0] || (v[0] === a[0] && v[1] > a[1]) ? v : a), [0, 0])
+    if (newer(newest)) throw new Error(`needs GLIBC_${newest.join('.')}, newer than ${MAX_GLIBC.join('.')}`)
     notes.push(`glibc >= ${newest.join('.')}`)
   } else if (libc === 'musl') {
     if (b.needed.includes('libc.so.6') || b.glibc.length > 0) throw new Error('links glibc, want musl')

@@ -26,10 +26,11 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 
+# The musl builds first: the test command's musl run waits for them.
 ALL_TARGETS=(
-  aarch64-unknown-linux-gnu
   x86_64-unknown-linux-musl
   aarch64-unknown-linux-musl
+  aarch64-unknown-linux-gnu
   x86_64-apple-darwin
   aarch64-apple-darwin
   x86_64-pc-windows-gnu

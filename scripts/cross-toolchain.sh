@@ -19,6 +19,10 @@
 # the developers' machines are root).
 #
 # Usage: scripts/cross-toolchain.sh [--with-qemu] [--with-windows]
+#        scripts/cross-toolchain.sh --zig-only
+#   --zig-only: zig and the wrappers, nothing else: what `pnpm run build`
+#   needs to link this machine's own x86_64 glibc build against glibc 2.17
+#   (scripts/build.sh; bootstrap.sh runs it); no root, no apt-get.
 #   → prints the wrapper dir (its sibling macos-sdk is the SDK root for the
 #   Apple targets, libnode the LIBNODE_PATH and wine-prefix the WINEPREFIX
 #   for Windows)
@@ -26,8 +30,10 @@ set -euo pipefail
 
 WITH_QEMU=0
 WITH_WINDOWS=0
+ZIG_ONLY=0
 for arg in "$@"; do
   case "$arg" in
+    --zig-only) ZIG_ONLY=1 ;;
     --with-qemu) WITH_QEMU=1 ;;
     --with-windows) WITH_WINDOWS=1 ;;
     *) echo "cross-toolchain: unknown option $arg" >&2; exit 2 ;;
@@ -64,7 +70,7 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2
 }
 
-if ! debian_rust_ok; then
+if [ "$ZIG_ONLY" = 0 ] && ! debian_rust_ok; then
   apt_install rustc-web rust-web-src cargo-web rust-web-clippy
   debian_rust_ok || {
     log "Debian's Rust is $(/usr/bin/rustc --version 2>&1); need 1.$MIN_RUST_MINOR or newer"
@@ -104,7 +110,10 @@ ZIG="$ZIG_DIR/zig"
 #   a lone -Wl: napi-build passes `-Wl -undefined dynamic_lookup` as three
 #     arguments; `-undefined dynamic_lookup` alone is what zig understands
 #     (a Node addon resolves napi_* against the node binary at load time).
-#   -lgcc_s: glibc targets; zig links its own unwinder.
+#   -lgcc_s: glibc targets; zig has no libgcc_s to link against. The
+#     unwinder goes in statically instead (-lunwind: zig's LLVM libunwind),
+#     so the binary needs nothing of the process that loads it (unlinked,
+#     _Unwind_* would be left to whatever libgcc_s the host process has).
 #   extra arguments ($3): -Wl,-x for macOS drops local symbols at link time
 #     (rustc's own strip needs rust-objcopy, and a strip after the link
 #     would void the signature zig puts on an arm64 binary).
@@ -135,13 +144,16 @@ EOF
 }
 
 mkdir -p "$WRAPPERS"
-# glibc 2.17 for arm64 Linux: the oldest glibc Rust's std supports, so the
-# binary loads on every distribution Node's own arm64 build loads on.
+# glibc 2.17 for Linux on both CPUs: the oldest glibc Rust's std supports,
+# so the binaries load on every distribution Node's own builds load on
+# (Debian 11, Ubuntu 20.04, RHEL 8, Amazon Linux 2 among them). The x86_64
+# one links this machine's own build (rustup's Rust, scripts/build.sh).
 # The oldest macOS Node 20 runs on, per CPU: without a version zig would
 # stamp the newest it knows, and older macOS would refuse the binary.
 write_wrapper x86_64-apple-darwin x86_64-macos.10.15 -Wl,-x
 write_wrapper aarch64-apple-darwin aarch64-macos.11.0 -Wl,-x
-write_wrapper aarch64-unknown-linux-gnu aarch64-linux-gnu.2.17
+write_wrapper x86_64-unknown-linux-gnu x86_64-linux-gnu.2.17 -lunwind
+write_wrapper aarch64-unknown-linux-gnu aarch64-linux-gnu.2.17 -lunwind
 write_wrapper x86_64-unknown-linux-musl x86_64-linux-musl
 write_wrapper aarch64-unknown-linux-musl aarch64-linux-musl
 # Windows links with mingw-w64's gcc, as it is.

@@ -9,7 +9,7 @@ const { join } = require('node:path')
 
 const pkg = JSON.parse(readFileSync(join(process.cwd(), 'package.json'), 'utf8'))
 // The platforms the loader looks for: one per napi target (a test holds them equal).
-const keys = require(join(process.cwd(), 'lib', 'platform.js')).SUPPORTED
+const keys = require(join(process.cwd(), 'platform.js')).SUPPORTED
 const have = pkg.optionalDependencies ?? {}
 const missing = keys.map((k) => `${pkg.name}-${k}`).filter((name) => have[name] !== pkg.version)
 if (missing.length > 0) {

@@ -2,7 +2,8 @@
 # Packs procward as it is published, napi-rs style, into DEST (default dist/):
 #   procward-<version>.tgz           JS, types and the loader, no binary; its
 #                                    package.json gains optionalDependencies
-#                                    on every procward-<platform>@<version>;
+#                                    on every procward-<platform>@<version>
+#                                    and loses scripts and devDependencies;
 #   procward-<platform>-<version>.tgz  one per npm/<platform>/ that has its
 #                                    binary (the local build procward.<platform>.node,
 #                                    else npm/<platform>/procward.<platform>.node
@@ -51,26 +52,29 @@ for key in "${KEYS[@]}"; do
   [ -f "$binary" ] || binary="npm/$key/procward.$key.node"
   [ -f "$binary" ] || { echo "pack: no binary for $key, skipped" >&2; continue; }
   mkdir -p "$WORK/$key"
-  cp "npm/$key/package.json" "npm/$key/README.md" "$WORK/$key/"
+  cp "npm/$key/package.json" "npm/$key/README.md" "npm/$key/LICENSE" "$WORK/$key/"
   cp "$binary" "$WORK/$key/procward.$key.node"
   (cd "$WORK/$key" && pnpm pack --pack-destination "$DEST" >/dev/null)
   echo "pack: procward-$key-$VERSION.tgz"
 done
 
-# What `npm pack` would take from the checkout, staged with the prepack guard.
-mkdir -p "$WORK/main/scripts"
+# What `npm pack` would take from the checkout, staged.
+mkdir -p "$WORK/main"
 npm pack --dry-run --json --ignore-scripts 2>/dev/null |
   node -e 'for (const f of JSON.parse(require("fs").readFileSync(0, "utf8"))[0].files) console.log(f.path)' |
   while IFS= read -r f; do
     mkdir -p "$WORK/main/$(dirname "$f")"
     cp "$f" "$WORK/main/$f"
   done
-cp scripts/pack-guard.cjs "$WORK/main/scripts/"
 node -e '
   const fs = require("fs")
   const [file, version, ...keys] = process.argv.slice(1)
   const pkg = JSON.parse(fs.readFileSync(file, "utf8"))
   pkg.optionalDependencies = Object.fromEntries(keys.map((k) => [`procward-${k}`, version]))
+  // As published: no scripts or devDependencies, which belong to the
+  // checkout (they name scripts/, tests and tools the package lacks).
+  delete pkg.scripts
+  delete pkg.devDependencies
   fs.writeFileSync(file, `${JSON.stringify(pkg, null, 2)}\n`)
 ' "$WORK/main/package.json" "$VERSION" "${KEYS[@]}"
 (cd "$WORK/main" && pnpm pack --pack-destination "$DEST" >/dev/null)

@@ -18,6 +18,8 @@ set -euo pipefail
 # The server outlives any one test: it is not one of the tests' processes
 # (whose leak check finds them by this variable).
 unset PROCWARD_TEST_TAG
+# shellcheck source=scripts/lib-with.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib-with.sh"
 
 die() {
   echo "pg-server: $*" >&2
@@ -137,26 +139,13 @@ stop() {
   rm -rf "$1"
 }
 
-with() {
-  [ "$#" -gt 0 ] || die "usage: pg-server.sh with COMMAND [ARGS...]"
-  local out
-  out="$(start)"
-  export PROCWARD_TEST_PG_URL PROCWARD_TEST_PG_DIR
-  PROCWARD_TEST_PG_URL="$(sed -n 's/^PROCWARD_TEST_PG_URL=//p' <<<"$out")"
-  PROCWARD_TEST_PG_DIR="$(sed -n 's/^PROCWARD_TEST_PG_DIR=//p' <<<"$out")"
-  trap 'stop "$PROCWARD_TEST_PG_DIR"' EXIT
-  local status=0
-  "$@" || status=$?
-  exit "$status"
-}
-
 case "${1:-}" in
 start) start ;;
 restart) restart "${2:-}" ;;
 stop) stop "${2:-}" ;;
 with)
   shift
-  with "$@"
+  with_started pg-server.sh PROCWARD_TEST_PG_URL PROCWARD_TEST_PG_DIR "$@"
   ;;
 *) die "usage: pg-server.sh start | restart DIR | stop DIR | with COMMAND [ARGS...]" ;;
 esac

@@ -1,8 +1,9 @@
 // prepublishOnly of `npm publish`, the release command. Publishes every
 // platform package, npm/<platform>/ with its binary procward.<platform>.node
 // (scripts/cross-build.sh leaves them there), then adds them to this
-// package.json's optionalDependencies, so that npm packs and publishes the
-// main package with them (npm reads the manifest again after this script).
+// package.json's optionalDependencies and drops its scripts and
+// devDependencies, so that npm packs and publishes the main package as it
+// ships (npm reads the manifest again after this script).
 // Refuses before publishing anything when a platform package is missing, is
 // misnamed, has another version or has no binary: a release without one of
 // them would leave that platform's users with ERR_PROCWARD_BINARY_NOT_FOUND.
@@ -21,9 +22,13 @@ const { join } = require('node:path')
 const root = process.cwd()
 const pkgPath = join(root, 'package.json')
 const pkg = JSON.parse(readFileSync(pkgPath, 'utf8'))
-const { SUPPORTED } = require(join(root, 'lib', 'platform.js'))
+const { SUPPORTED } = require(join(root, 'platform.js'))
 
 const problems = []
+// Each platform package ships a copy of the project's LICENSE.
+const licensePath = join(root, 'LICENSE')
+const projectLicense = existsSync(licensePath) ? readFileSync(licensePath, 'utf8') : null
+if (projectLicense === null) problems.push('LICENSE is missing')
 const packages = SUPPORTED.map((key) => {
   const dir = join(root, 'npm', key)
   const name = `${pkg.name}-${key}`
@@ -39,6 +44,10 @@ const packages = SUPPORTED.map((key) => {
   }
   const binary = join(dir, `procward.${key}.node`)
   if (!existsSync(binary) || statSync(binary).size === 0) problems.push(`npm/${key}/procward.${key}.node is missing`)
+  const license = join(dir, 'LICENSE')
+  if (projectLicense !== null && (!existsSync(license) || readFileSync(license, 'utf8') !== projectLicense)) {
+    problems.push(`npm/${key}/LICENSE is missing or differs from LICENSE`)
+  }
   return { key, dir, name }
 })
 if (problems.length > 0) {
@@ -71,5 +80,12 @@ pkg.optionalDependencies = {
   ...pkg.optionalDependencies,
   ...Object.fromEntries(packages.map(({ name }) => [name, pkg.version])),
 }
+// The manifest as published: scripts and devDependencies are the
+// checkout's own (scripts/, tests, tools the package does not ship).
+delete pkg.scripts
+delete pkg.devDependencies
 writeFileSync(pkgPath, `${JSON.stringify(pkg, null, 2)}\n`)
 console.log(`${pkg.name}: optionalDependencies on ${packages.map(({ name }) => name).join(', ')}`)
+console.log(
+  `${pkg.name}: package.json rewritten as published (no scripts, no devDependencies): \`git checkout package.json\` restores it`,
+)

@@ -82,7 +82,7 @@ async function main(binary, workdir) {
   const modules = join(top, 'node_modules')
   const pkg = join(modules, 'procward')
   mkdirSync(pkg, { recursive: true })
-  for (const f of ['package.json', 'index.js', 'index.mjs', 'binding.js', 'lib', 'bin']) {
+  for (const f of ['package.json', 'index.js', 'index.mjs', 'binding.js', 'platform.js', 'lib', 'bin']) {
     cpSync(join(root, f), join(pkg, f), { recursive: true })
   }
   const plat = join(modules, `procward-${key}`)

@@ -16,6 +16,8 @@ use std::io;
 use std::mem::size_of;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
+use crate::sys::cvt;
+
 // linux/netlink.h, linux/sock_diag.h, linux/inet_diag.h, net/tcp_states.h
 const NETLINK_SOCK_DIAG: libc::c_int = 4;
 const SOCK_DIAG_BY_FAMILY: u16 = 20;
@@ -69,14 +71,6 @@ const MSG_SPORT: usize = 4;
 const MSG_INODE: usize = 4 + size_of::<InetDiagSockId>() + 4 * 4;
 const HDR: usize = size_of::<NlMsgHdr>();
 
-fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
-    if ret < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
-    }
-}
-
 /// The inodes of the TCP sockets listening on `port` (IPv4 and IPv6) in this
 /// process's network namespace.
 pub fn listening_inodes(port: u16) -> io::Result<Vec<u64>> {
@@ -121,7 +115,7 @@ fn dump(sock: &OwnedFd, seq: u32, family: u8, port: u16, out: &mut Vec<u64>) -> 
             (&request as *const Request).cast(),
             size_of::<Request>(),
             0,
-        ) as libc::c_int
+        )
     })?;
     if sent as usize != size_of::<Request>() {
         return Err(io::Error::from_raw_os_error(libc::EMSGSIZE));
@@ -129,9 +123,8 @@ fn dump(sock: &OwnedFd, seq: u32, family: u8, port: u16, out: &mut Vec<u64>) -> 
     let mut buf = vec![0u8; 32 * 1024];
     loop {
         // SAFETY: buf is a live, writable buffer of buf.len() bytes.
-        let n = cvt(unsafe {
-            libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) as libc::c_int
-        })? as usize;
+        let n = cvt(unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) })?
+            as usize;
         if n == 0 {
             return Err(io::Error::from_raw_os_error(libc::EPROTO));
         }

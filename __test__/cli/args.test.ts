@@ -51,9 +51,10 @@ describe('options and their values', () => {
     expectUsageError(await cli(['status', '--json', 'a', 'b']), 'status', /one STATE_FILE/)
     expectUsageError(await cli(['frob']), '', /^procward: unknown command frob/)
     // A value the library refuses is bad usage too.
-    expectUsageError(await cli(['lock', '', '--', 'true']), 'lock', /path must not be empty/)
-    expectUsageError(await cli(['stop', '']), 'stop', /stateFile must not be empty/)
-    expectUsageError(await cli(['run', '--', '']), 'run', /command must not be empty/)
+    expectUsageError(await cli(['lock', '', '--', 'true']), 'lock', /^procward lock: FILE must not be empty$/)
+    expectUsageError(await cli(['stop', '']), 'stop', /^procward stop: STATE_FILE must not be empty$/)
+    expectUsageError(await cli(['status', '']), 'status', /^procward status: STATE_FILE must not be empty$/)
+    expectUsageError(await cli(['run', '--', '']), 'run', /^procward run: COMMAND must not be empty$/)
   })
 
   it("a value may start with a dash when given with '='", async () => {
@@ -94,20 +95,23 @@ describe('--version and --help', () => {
     // The package without any binary: its JS files only.
     const pkg = join(tempDir(), 'procward')
     mkdirSync(pkg)
-    for (const f of ['package.json', 'index.js', 'binding.js', 'pg.js', 'lib', 'bin']) {
+    for (const f of ['package.json', 'index.js', 'binding.js', 'platform.js', 'pg.js', 'lib', 'bin']) {
       cpSync(join(ROOT, f), join(pkg, f), { recursive: true })
     }
     const bin = join(pkg, 'bin', 'procward.js')
+    // Nor a platform package on NODE_PATH (scripts/musl-run.sh installs the
+    // musl binary's there).
+    const bare = { env: { ...process.env, NODE_PATH: '' } }
     for (const args of [['--help'], ['run', '--help'], ['lock', '-h'], ['--version']]) {
-      const r = await runCli(others, args, {}, bin)
+      const r = await runCli(others, args, bare, bin)
       expect(r.code, args.join(' ')).toBe(0)
       expect(r.out).toMatch(/usage: procward|procward \d/)
     }
     // status: unknown (LSB 4); the others fail (1). Each names the missing package.
-    const status = await runCli(others, ['status', join(pkg, 'none.json')], {}, bin)
+    const status = await runCli(others, ['status', join(pkg, 'none.json')], bare, bin)
     expect(status.code).toBe(4)
     expect(status.err).toMatch(/^procward: .*procward-linux/)
-    const stop = await runCli(others, ['stop', join(pkg, 'none.json')], {}, bin)
+    const stop = await runCli(others, ['stop', join(pkg, 'none.json')], bare, bin)
     expect(stop.code).toBe(1)
     expect(stop.err).toMatch(/^procward: .*procward-linux/)
     expect(stop.err.trimEnd().split('\n')).toHaveLength(1)

@@ -1,10 +1,17 @@
 // Runs bin/procward.js as a real process for the CLI tests.
 import type { ChildProcess, SpawnOptions } from 'node:child_process'
 import { join } from 'node:path'
-import { CLI, NODE, type Spawned } from '../helpers'
+import { CLI, FIXTURES, NODE, type Spawned } from '../helpers'
 
 export { CLI, NODE }
 export const CLI_FIXTURES = join(__dirname, 'fixtures')
+/** The HTTP daemon of the tests (fixtures/http-daemon.cjs): serves its pid and argv on `--port`. */
+export const HTTP_DAEMON = join(FIXTURES, 'http-daemon.cjs')
+
+/** `procward run FLAGS --ready-port PORT -- node http-daemon.cjs --port PORT`: the test daemon, ready once it listens. */
+export function runDaemon(port: number, flags: string[] = []): string[] {
+  return ['run', ...flags, '--ready-port', String(port), '--', NODE, HTTP_DAEMON, '--port', String(port)]
+}
 
 /** A running CLI, its output so far, and its end. */
 export class Cli {

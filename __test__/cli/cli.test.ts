@@ -14,11 +14,10 @@ import {
   trackProcesses,
   waitFor,
 } from '../helpers'
-import { Cli as CliProcess, cli as runCli } from './cli-process'
+import { Cli as CliProcess, HTTP_DAEMON, cli as runCli, runDaemon } from './cli-process'
 
 const { others } = trackProcesses()
 
-const DAEMON = join(FIXTURES, 'http-daemon.cjs')
 const SUPERVISOR_PROCESS = join(FIXTURES, 'supervisor-process.cjs')
 const Cli = CliProcess
 
@@ -32,7 +31,7 @@ const lockHolder = (file: string, script: string) => new Cli(others, ['lock', fi
 describe('procward run', () => {
   it('serves, restarts a kill -9ed child, and exits cleanly on SIGTERM leaving no child', async () => {
     const port = await freePort()
-    const c = new Cli(others, ['run', '--ready-port', String(port), '--', NODE, DAEMON, '--port', String(port)])
+    const c = new Cli(others, runDaemon(port))
     await waitFor(() => c.pids('ready').length === 1, 10_000, 'ready')
     const first = c.pids('ready')[0] as number
     expect((await askDaemon(port))?.pid).toBe(first)
@@ -69,18 +68,7 @@ describe('procward status and stop', () => {
   it('on a live state file: status 0, stop ends supervisor and child, then status 3', async () => {
     const port = await freePort()
     const stateFile = join(tempDir(), 'web.json')
-    const c = new Cli(others, [
-      'run',
-      '--state-file',
-      stateFile,
-      '--ready-port',
-      String(port),
-      '--',
-      NODE,
-      DAEMON,
-      '--port',
-      String(port),
-    ])
+    const c = new Cli(others, runDaemon(port, ['--state-file', stateFile]))
     await waitFor(() => c.pids('ready').length === 1, 10_000, 'ready')
     const child = c.pids('ready')[0] as number
     await waitFor(() => readSupervisorState(stateFile)?.state === 'running', 5000, 'the running record')
@@ -111,7 +99,7 @@ describe('procward status and stop', () => {
       PROCWARD,
       JSON.stringify({
         command: NODE,
-        args: [DAEMON, '--port', String(port)],
+        args: [HTTP_DAEMON, '--port', String(port)],
         ready: { port },
         stateFile,
         spawn: { parentDeathSignal: false },

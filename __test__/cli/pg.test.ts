@@ -1,7 +1,11 @@
 // procward lock --postgres URL --key KEY: the lock for more than one host,
 // from the command line. Needs a server (PROCWARD_TEST_PG_URL).
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { tempDirs, trackProcesses, waitFor } from '../helpers'
+import { acquirePgLock } from '../../pg.js'
+import { lines, procState, tempDirs, trackProcesses, waitFor } from '../helpers'
+import * as server from '../pg/pg-helpers'
 import { newKey, PG_SKIP_REASON, PG_URL } from '../pg/pg-helpers'
 import { Cli, cli as runCli } from './cli-process'
 
@@ -20,6 +24,15 @@ describe('procward lock --postgres: usage', () => {
       [['lock', `${tempDir()}/f`, '--key', 'k', 'true'], /--key goes with --postgres/],
       [['lock', '--postgres', 'postgres://127.0.0.1/x', '--key', 'k'], /a COMMAND is needed/],
       [['lock', '--postgres=', '--key', 'k', 'true'], /--postgres needs a URL/],
+      [['lock', `${tempDir()}/f`, '--host-loss-ms', '5000', 'true'], /--host-loss-ms goes with --postgres/],
+      [
+        ['lock', '--postgres', 'postgres://127.0.0.1/x', '--key', 'k', '--host-loss-ms', '1999', 'true'],
+        /--host-loss-ms must be in 3000\.\./,
+      ],
+      [
+        ['lock', '--postgres', 'postgres://127.0.0.1/x', '--key', 'k', '--host-loss-ms', '3s', 'true'],
+        /--host-loss-ms must be a whole number/,
+      ],
     ] as const) {
       const r = await cli([...args])
       expect(r.code, args.join(' ')).toBe(2)
@@ -70,9 +83,80 @@ describe.skipIf(!PG_URL)('procward lock --postgres against a server', () => {
     expect((await cli(['lock', '--postgres', PG_URL, '--key', key, '--', 'true'])).code).toBe(0)
   })
 
+  const pgLock = (key: string, ...rest: string[]) => ['lock', '--postgres', PG_URL, '--key', key, ...rest]
+
   it('a command that cannot be found: 127', async () => {
-    const r = await cli(['lock', '--postgres', PG_URL, '--key', newKey('cli'), '--', 'no-such-command-procward'])
+    const r = await cli(pgLock(newKey('cli'), '--', 'no-such-command-procward'))
     expect(r.code).toBe(127)
     expect(r.err).toBe('procward: no-such-command-procward: command not found\n')
+  })
+
+  it('COMMAND gets the fence, the key and the holder (PROCWARD_LOCK_FENCE, _KEY, _HOLDER); fences increase', async () => {
+    const key = newKey('cli')
+    const env = ['--', 'sh', '-c', 'printf "%s\\n" "$PROCWARD_LOCK_FENCE" "$PROCWARD_LOCK_KEY" "$PROCWARD_LOCK_HOLDER"']
+    const first = new Cli(others, pgLock(key, ...env))
+    expect((await first.done).code).toBe(0)
+    const [fence, gotKey, holder] = first.out.split('\n')
+    expect(fence).toMatch(/^[1-9]\d*$/)
+    expect(gotKey).toBe(key)
+    expect(JSON.parse(holder as string)).toMatchObject({ pid: first.pid, purpose: env.slice(1).join(' ') })
+    const again = await cli(pgLock(key, ...env))
+    expect(again.code).toBe(0)
+    expect(BigInt(again.out.split('\n')[0] as string)).toBe(BigInt(fence as string) + 1n)
+  })
+
+  it('held by another: 75, with the holder named (also after a bounded wait)', async () => {
+    const key = newKey('cli')
+    const lock = await acquirePgLock({ connection: PG_URL, key, purpose: 'busy' })
+    try {
+      const r = await cli(pgLock(key, '--', 'true'))
+      expect(r.code).toBe(75)
+      expect(r.err).toContain('ELOCKED')
+      expect(r.err).toContain('busy')
+      expect((await cli(pgLock(key, '--wait=100', '--', 'true'))).code).toBe(75)
+    } finally {
+      await lock.release()
+    }
+  })
+
+  it('SIGTERM while waiting ends the wait: 143, and the waiting session is gone', async () => {
+    const key = newKey('cli')
+    const lock = await acquirePgLock({ connection: PG_URL, key })
+    try {
+      const waiting = new Cli(others, pgLock(key, '--wait', '--', 'true'))
+      await server.waitForWaiters(key)
+      waiting.proc.kill('SIGTERM')
+      expect((await waiting.done).code).toBe(143)
+      expect(await server.noSessionsLeft(waiting.pid)).toEqual([])
+      expect((await server.lockSessions(key)).waiting).toEqual([])
+    } finally {
+      await lock.release()
+    }
+  })
+
+  it('a command line longer than a purpose runs (its record is cut); not executable: 126; the lock is freed', async () => {
+    const key = newKey('cli')
+    expect(await cli(pgLock(key, '--', 'sh', '-c', 'exit 3', 'x'.repeat(5000)))).toMatchObject({ code: 3, err: '' })
+    const file = join(tempDir(), 'not-executable')
+    writeFileSync(file, 'exit 0\n')
+    const r = await cli(pgLock(key, '--', file))
+    expect(r.code).toBe(126)
+    expect(r.err).toContain(file)
+    expect((await server.lockSessions(key)).granted).toEqual([])
+  })
+
+  it('the lock lost: the command’s process group is stopped, exit 75', async () => {
+    const key = newKey('cli')
+    const c = new Cli(others, pgLock(key, '--', 'sh', '-c', 'sleep 1000 & echo $!; wait'))
+    // The command's stdout is ours: the grandchild's pid.
+    const sleeper = Number(await lines(c.proc)())
+    others.track(sleeper)
+    const [backend] = await server.sessionsOf(c.pid)
+    expect(backend).toBeGreaterThan(0)
+    await server.sql('SELECT pg_terminate_backend($1)', [backend])
+    expect((await c.done).code).toBe(75)
+    expect(c.err).toMatch(/may have been lost.*stopping sh/)
+    // A member of the command's group: sent SIGKILL at the reap, dead a moment after.
+    await waitFor(() => ['Z', null].includes(procState(sleeper)), 5000, 'the group member to die')
   })
 })

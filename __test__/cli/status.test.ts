@@ -6,7 +6,7 @@ import { readFileSync, renameSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { cgroupSupport } from '../../index.js'
-import { aliveInProcTable, FIXTURES, freePort, PROCWARD, tempDirs, trackProcesses } from '../helpers'
+import { aliveInProcTable, FIXTURES, freePort, PROCWARD, tempDirs, trackProcesses, waitFor } from '../helpers'
 import { recordWhen } from '../supervisor/helpers'
 import { CLI, Cli, NODE, cli as runCli } from './cli-process'
 
@@ -111,6 +111,9 @@ describe('procward status: true now', () => {
     const stateFile = join(tempDir(), 'cg.json')
     const c = new Cli(others, ['run', '--cgroup', '--state-file', stateFile, '--', 'sh', '-c', 'sleep 1000 & wait'])
     const r = await recordWhen(stateFile, (r) => r.state === 'running', 'the running record')
+    // Running is recorded at the spawn: the shell's fork may come a moment later.
+    const procs = join(r.child?.cgroup?.path ?? '/nonexistent', 'cgroup.procs')
+    await waitFor(() => readFileSync(procs, 'utf8').trim().split('\n').length === 2, 5000, 'the two tasks')
     const st = await cli(['status', stateFile])
     expect(st.code).toBe(0)
     expect(st.out).toMatch(/Tasks: 2\n/)

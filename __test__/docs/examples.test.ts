@@ -143,7 +143,7 @@ describe('documentation examples', () => {
       return `${at}: TS${d.code}: ${text}`
     })
     expect(messages).toEqual([])
-  })
+  }, 120_000) // the whole type checker over every block: a loaded machine takes more than 30 s
 
   for (const b of blocks) {
     const runnable = b.marker === null

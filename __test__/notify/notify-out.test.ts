@@ -26,9 +26,19 @@ afterEach(() => {
   for (const s of standIns.splice(0)) s.close()
 })
 
+/** What systemd sets that tells procward whether it is the unit's main process. */
+const SYSTEMD_VARS = ['INVOCATION_ID', 'SYSTEMD_EXEC_PID']
+
+/** This process's environment without SYSTEMD_VARS (the tests may run in a systemd unit of their own). */
+function ownEnv(): NodeJS.ProcessEnv {
+  const env = { ...process.env }
+  for (const k of SYSTEMD_VARS) delete env[k]
+  return env
+}
+
 /** The environment of a CLI under `manager`. */
 function under(manager: StandIn, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  return { ...process.env, NOTIFY_SOCKET: manager.address, ...extra }
+  return { ...ownEnv(), NOTIFY_SOCKET: manager.address, ...extra }
 }
 
 /** The child's pid from the CLI's log ('spawn pid N'). */
@@ -247,7 +257,10 @@ describe.skipIf(!native.notifySupported())('procward run under a service manager
     expect(readFileSync(files.BLOCKED_FILE, 'utf8')).not.toBe('')
   })
 
-  it('sends no watchdog pings when WATCHDOG_PID names another process', async () => {
+  const NOT_MAIN =
+    /: notify .*make procward the main process: ExecStart=<app>\/node_modules\/\.bin\/procward run .* with WorkingDirectory=<app> \(never npx/g
+
+  it('sends no watchdog pings when WATCHDOG_PID names another process, and says once what to change', async () => {
     const manager = standIn()
     const other = new Cli(others, ['run', '--', 'sleep', '100'], {
       env: under(manager, { WATCHDOG_USEC: '20000', WATCHDOG_PID: '1' }),
@@ -257,39 +270,102 @@ describe.skipIf(!native.notifySupported())('procward run under a service manager
     expect(manager.with('WATCHDOG')).toEqual([])
     other.proc.kill('SIGTERM')
     await other.done
+    expect(other.err.match(NOT_MAIN)).toHaveLength(1)
+    expect(other.err).toMatch(/WATCHDOG_PID=1 names another process, not procward \(pid \d+\)/)
   })
 
-  it('sends no watchdog pings while no child runs (a backoff)', async () => {
+  it("says once when the manager started another process (SYSTEMD_EXEC_PID, or under systemd a parent that is not it), never when it is procward's", async () => {
     const manager = standIn()
+    const runs = [
+      { SYSTEMD_EXEC_PID: '1' },
+      { INVOCATION_ID: '0123456789abcdef0123456789abcdef' }, // our parent: this test, not systemd
+      {}, // no sign of systemd: a container runtime, a stand-in
+    ]
+    const errs: string[] = []
+    for (const extra of runs) {
+      const c = new Cli(others, ['run', '--', 'sleep', '100'], { env: under(manager, extra) })
+      await waitFor(() => c.pids('spawn').length === 1, 10_000, 'the spawn')
+      c.proc.kill('SIGTERM')
+      await c.done
+      errs.push(c.err)
+    }
+    expect(errs.map((e) => e.match(NOT_MAIN)?.length ?? 0)).toEqual([1, 1, 0])
+    expect(errs[0]).toMatch(/the service manager started pid 1, not procward/)
+    expect(errs[1]).toMatch(/procward's parent is pid \d+ \([^)]+\), not the service manager/)
+  })
+
+  /** A Supervisor speaking to `manager` as procward run's does, its watchdog at `usec`. */
+  async function underManager<T>(
+    manager: StandIn,
+    usec: string,
+    options: SupervisorOptions,
+    body: (sup: Supervisor, said: string[]) => Promise<T>,
+  ): Promise<T> {
     const saved = { ...process.env }
-    Object.assign(process.env, { NOTIFY_SOCKET: manager.address, WATCHDOG_USEC: '20000' })
+    for (const k of SYSTEMD_VARS) delete process.env[k]
+    Object.assign(process.env, { NOTIFY_SOCKET: manager.address, WATCHDOG_USEC: usec })
     const said: string[] = []
     const sup = new Supervisor({
-      command: 'sh',
-      args: ['-c', 'exit 1'],
-      backoff: { initialMs: 1500 },
+      ...options,
       [Symbol.for('procward.serviceManager')]: { say: (t: string) => said.push(t) },
     } as SupervisorOptions)
     try {
       // The manager's variables are taken from this process's environment.
       expect(process.env.NOTIFY_SOCKET).toBeUndefined()
       expect(process.env.WATCHDOG_USEC).toBeUndefined()
-      sup.start().catch(() => {})
-      await waitFor(() => sup.state === 'backoff', 10_000, 'the backoff')
-      await sleep(100) // a ping sent just before the exit may be on its way
-      const n = manager.with('WATCHDOG').length
-      await sleep(1000) // 100 periods, all within the 1500 ms backoff
-      expect(sup.state).toBe('backoff')
-      expect(manager.with('WATCHDOG').length).toBe(n)
-      expect(manager.texts()).toContainEqual(expect.stringMatching(/^STATUS=sh restarting in 1500 ms \(attempt 1\)$/))
-      expect(said).toEqual([])
+      return await body(sup, said)
     } finally {
-      await sup.stop()
-      for (const k of ['NOTIFY_SOCKET', 'WATCHDOG_USEC', 'WATCHDOG_PID']) {
+      await sup.stop({ signal: 'SIGKILL' }).catch(() => {})
+      for (const k of ['NOTIFY_SOCKET', 'WATCHDOG_USEC', 'WATCHDOG_PID', ...SYSTEMD_VARS]) {
         if (saved[k] === undefined) delete process.env[k]
         else process.env[k] = saved[k]
       }
     }
+  }
+
+  /** The pings `manager` hears over `ms` while `sup` stays in `state` throughout. */
+  async function pingsIn(manager: StandIn, sup: Supervisor, state: string, ms: number): Promise<number> {
+    await waitFor(() => sup.state === state, 10_000, `the ${state} state (${sup.state})`)
+    const n = manager.with('WATCHDOG', '1').length
+    await sleep(ms)
+    expect(sup.state).toBe(state)
+    return manager.with('WATCHDOG', '1').length - n
+  }
+
+  it('pings WATCHDOG=1 in a backoff longer than half the watchdog (a crash loop is no stuck loop)', async () => {
+    const manager = standIn()
+    // 100 ms pings; every backoff is 1500 ms, 15 periods.
+    const options = { command: 'sh', args: ['-c', 'exit 1'], backoff: { initialMs: 1500, stepMs: 1500, factor: 1 } }
+    await underManager(manager, '200000', options, async (sup, said) => {
+      const restarts: number[] = []
+      sup.on('restart', ({ attempt }) => restarts.push(attempt))
+      sup.start().catch(() => {})
+      for (let i = 1; i <= 2; i++) {
+        await waitFor(() => restarts.length === i, 10_000, `restart ${i} (${sup.state})`)
+        expect(await pingsIn(manager, sup, 'backoff', 1000)).toBeGreaterThanOrEqual(3)
+      }
+      expect(manager.texts()).toContainEqual(expect.stringMatching(/^STATUS=sh restarting in 1500 ms \(attempt 1\)$/))
+      expect(said).toEqual([])
+    })
     await manager.waitFor('STOPPING', '1')
+  })
+
+  it('pings WATCHDOG=1 while starting (a ready check under way) and while stopping (a daemon that ignores SIGTERM)', async () => {
+    const manager = standIn()
+    const port = await freePort()
+    const options = {
+      command: 'sh',
+      args: ['-c', 'trap "" TERM; sleep 100 & wait; sleep 100'],
+      ready: { port },
+      readyTimeoutMs: 60_000,
+      spawn: { stop: { graceMs: 1500 } },
+    }
+    await underManager(manager, '200000', options, async (sup) => {
+      sup.start().catch(() => {})
+      expect(await pingsIn(manager, sup, 'starting', 1000)).toBeGreaterThanOrEqual(3)
+      const stopped = sup.stop()
+      expect(await pingsIn(manager, sup, 'stopping', 1000)).toBeGreaterThanOrEqual(3)
+      await stopped
+    })
   })
 })

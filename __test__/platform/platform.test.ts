@@ -14,7 +14,7 @@ trackProcesses()
 
 const ROOT = join(__dirname, '..', '..')
 const require = createRequire(__filename)
-const platform = require('../../lib/platform.js') as {
+const platform = require('../../platform.js') as {
   SUPPORTED: readonly string[]
   platformKey(p: { platform: string; arch: string; musl: boolean }): string
   detectMusl(io: { readLdd(): string; report(): unknown }): boolean
@@ -123,7 +123,7 @@ function nodeModules(): string {
 function installedMain({ optionalDependencies }: { optionalDependencies: boolean }, top = nodeModules()): string {
   const main = join(top, 'procward')
   mkdirSync(main, { recursive: true })
-  for (const f of ['index.js', 'index.mjs', 'binding.js', 'lib'])
+  for (const f of ['index.js', 'index.mjs', 'binding.js', 'platform.js', 'lib'])
     cpSync(join(ROOT, f), join(main, f), { recursive: true })
   const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'))
   if (optionalDependencies) {
@@ -257,7 +257,17 @@ describe('packing', () => {
   it('packs once every platform package is an optional dependency of this version', async () => {
     const stage = mkdtempSync(join(tmpdir(), 'procward-pack-'))
     dirs.push(stage)
-    for (const f of ['index.js', 'index.mjs', 'index.d.ts', 'index.d.mts', 'binding.js', 'lib', 'bin', 'scripts']) {
+    for (const f of [
+      'index.js',
+      'index.mjs',
+      'index.d.ts',
+      'index.d.mts',
+      'binding.js',
+      'platform.js',
+      'lib',
+      'bin',
+      'scripts',
+    ]) {
       cpSync(join(ROOT, f), join(stage, f), { recursive: true })
     }
     const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'))
@@ -284,7 +294,7 @@ describe('packing', () => {
   it('publishes nothing while a platform package is not ready (prepublishOnly)', async () => {
     const stage = mkdtempSync(join(tmpdir(), 'procward-publish-'))
     dirs.push(stage)
-    for (const f of ['package.json', 'lib', 'npm', 'scripts'])
+    for (const f of ['package.json', 'platform.js', 'npm', 'scripts'])
       cpSync(join(ROOT, f), join(stage, f), { recursive: true })
     // One binary there, one of another version: both named, and nothing
     // reaches a registry (none is configured: any publish would fail).

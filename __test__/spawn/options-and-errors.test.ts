@@ -26,6 +26,7 @@ import {
   aliveInProcTable,
   childrenOf,
   FIXTURES,
+  IS_BUN,
   isRoot,
   nodeThroughSetpriv,
   openFds,
@@ -53,11 +54,22 @@ function noNewChildren(fn: () => void) {
   expect(childrenOf(process.pid)).toEqual(before)
 }
 
-/** The 'error' child_process emits for the same spawn. */
+/**
+ * The 'error' child_process emits for the same spawn. Under Bun, with the
+ * message Node's child_process gives (`spawn <command> <code>`): procward
+ * words its errors as Node does, and Bun's child_process words them its own
+ * way ("Executable not found in $PATH", "posix_spawn '<path>'").
+ */
 function childProcessError(command: string, args: string[], options = {}): Promise<NodeJS.ErrnoException> {
   return new Promise((resolve, reject) => {
     const c = cpSpawn(command, args, { stdio: 'ignore', ...options })
-    c.once('error', resolve)
+    c.once('error', (e: NodeJS.ErrnoException) => {
+      if (IS_BUN) {
+        console.warn(`under Bun: child_process's message "${e.message}" compared as Node words it`)
+        e.message = `spawn ${command} ${e.code}`
+      }
+      resolve(e)
+    })
     c.once('spawn', () => {
       c.kill('SIGKILL')
       reject(new Error(`child_process started ${command}`))
@@ -109,7 +121,11 @@ describe('relative cwd, PATH entries and commands resolve as in child_process', 
       },
     )
     const results = JSON.parse(stdout)
-    for (const r of results) expect(r.procward).toEqual(r.childProcess)
+    // Bun's child_process resolves PATH its own way (an entry relative to
+    // the cwd is not found): there, only the results Node gives are checked.
+    if (IS_BUN)
+      console.warn("under Bun: PATH resolution not compared with Bun's child_process, only with Node's results")
+    else for (const r of results) expect(r.procward).toEqual(r.childProcess)
     expect(
       results.map((r: { procward: { out?: string; error?: string } }) => r.procward.out ?? r.procward.error),
     ).toEqual([
@@ -342,7 +358,9 @@ describe('options', () => {
   it('argv0 replaces argv[0] only, as in child_process', async () => {
     const p = sup('sleep', ['100'], { argv0: 'renamed-sleeper' })
     const theirs = others.spawn('sleep', ['100'], { argv0: 'renamed-sleeper', stdio: 'ignore' })
-    await waitFor(() => readFileSync(`/proc/${theirs.pid}/cmdline`, 'latin1').startsWith('renamed'), 5000, 'exec')
+    // Each read once its exec is done (a cmdline read during it is the parent's, or empty).
+    const execd = (pid: number | undefined) => readFileSync(`/proc/${pid}/cmdline`, 'latin1').startsWith('renamed')
+    await waitFor(() => execd(theirs.pid) && execd(p.pid), 5000, 'exec')
     expect(readFileSync(`/proc/${p.pid}/cmdline`, 'latin1')).toBe('renamed-sleeper\u0000100\u0000')
     expect(readFileSync(`/proc/${p.pid}/cmdline`, 'latin1')).toBe(readFileSync(`/proc/${theirs.pid}/cmdline`, 'latin1'))
     expect(readlinkSync(`/proc/${p.pid}/exe`)).toBe(readlinkSync(`/proc/${theirs.pid}/exe`))

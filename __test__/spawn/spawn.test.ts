@@ -11,6 +11,7 @@ import {
   childrenOf,
   FIXTURES,
   fdsLeftSince,
+  IS_BUN,
   openFds,
   PROCWARD,
   procState,
@@ -24,7 +25,10 @@ import {
   zombieChildren,
 } from '../helpers'
 
-const EXPECTED_WATCH = { fallback: 'fallback', tokio: 'pidfd-tokio' }[process.env.PROCWARD_EXIT_WATCH ?? ''] ?? 'pidfd'
+// Bun has no libuv loop to watch a pidfd on: there the default is tokio's.
+const EXPECTED_WATCH =
+  { fallback: 'fallback', tokio: 'pidfd-tokio' }[process.env.PROCWARD_EXIT_WATCH ?? ''] ??
+  (IS_BUN ? 'pidfd-tokio' : 'pidfd')
 
 const { sup, others } = trackProcesses()
 
@@ -104,7 +108,7 @@ describe('exit = reap', () => {
     await p.exited
     // SIGKILLed while the leader was still a zombie; they may linger as
     // zombies until PID 1 reaps them, but none runs.
-    for (const m of members) await waitFor(() => !aliveInProcTable(m), 2000, `member ${m} to die`)
+    for (const m of members) await waitFor(() => !aliveInProcTable(m), 5000, `member ${m} to die`)
   })
 
   it('leaves the group alone with killGroupOnExit: false', async () => {
@@ -217,7 +221,8 @@ describe('many children', () => {
     }
     expect(zombieChildren()).toEqual([])
     expect(await fdsLeftSince(before)).toEqual([])
-  })
+    // A bound for a loaded machine (cross builds beside the suite), not a speed target.
+  }, 120_000)
 
   it('reaps 200 children dying at once, each status right', async () => {
     const procs = Array.from({ length: 200 }, (_, i) =>
@@ -307,7 +312,11 @@ describe('the child starts clean', () => {
     }
   })
 
-  it('passes an inherited environment through byte for byte (not UTF-8 included)', async () => {
+  it('passes an inherited environment through byte for byte (not UTF-8 included)', async (ctx) => {
+    // Bun's process.env holds strings decoded as UTF-8 and its writes never
+    // reach the C environ, so procward hands a child process.env, as Bun's
+    // own child_process does: a byte that is not UTF-8 arrives as U+FFFD.
+    if (IS_BUN) return ctx.skip("Bun's process.env is UTF-8 strings: a non-UTF-8 byte cannot be inherited")
     const { stdout } = await run('sh', [
       '-c',
       'PROCWARD_RAW="$(printf \'\\377\')" exec "$0" "$@"',

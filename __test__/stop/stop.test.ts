@@ -56,7 +56,7 @@ describe('our children', () => {
     expect(r.elapsedMs).toBeGreaterThanOrEqual(300)
     expect(r.elapsedMs).toBeLessThan(300 + 2000 + 1000)
     expect(procState(p.pid)).toBeNull()
-    for (const m of pids) await waitFor(() => !aliveInProcTable(m), 2000, `member ${m} to die`)
+    for (const m of pids) await waitFor(() => !aliveInProcTable(m), 5000, `member ${m} to die`)
   })
 
   it('waits for a child whose SIGTERM handler takes 40 ms', async () => {

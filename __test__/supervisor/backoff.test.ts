@@ -21,10 +21,23 @@ const { backoffDelay, crashWindow, nextAttempt } = require('../../lib/supervisor
   ): { recent: number[]; exceeded: boolean }
   nextAttempt(policy: Backoff, attempt: number, readyAt: number | null, now: number): number
 }
-const { TRANSITIONS, STATES, next } = require('../../lib/supervisor/transitions.js') as {
-  TRANSITIONS: Record<string, Record<string, string>>
+interface Row {
+  to: string | undefined
+  run: string | undefined
+}
+const { TABLE, PUBLIC, STATES, SUBSTATES, rowOf } = require('../../lib/supervisor/transitions.js') as {
+  TABLE: Record<string, Record<string, Row>>
+  PUBLIC: Record<string, string>
   STATES: readonly string[]
-  next(state: string, event: string): string | undefined
+  SUBSTATES: readonly string[]
+  rowOf(substate: string, event: string): Row | undefined
+}
+
+/** The moves a substate's rows make: event → next substate. */
+function moves(substate: string): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const [event, row] of Object.entries(TABLE[substate] ?? {})) if (row.to !== undefined) out[event] = row.to
+  return out
 }
 
 const DEFAULT: Backoff = { initialMs: 0, stepMs: 100, factor: 2, maxMs: 30_000, resetAfterMs: 10_000 }
@@ -71,27 +84,64 @@ describe('nextAttempt', () => {
 
 describe('the transition table', () => {
   it('leaves stopped and failed only by start, and stopping only by its end', () => {
-    expect(TRANSITIONS.stopped).toEqual({ start: 'starting' })
-    expect(TRANSITIONS.failed).toEqual({ start: 'starting' })
-    expect(TRANSITIONS.stopping).toEqual({ stopped: 'stopped' })
+    expect(moves('stopped')).toEqual({ start: 'booting' })
+    expect(moves('failed')).toEqual({ start: 'booting' })
+    expect(moves('idle')).toEqual({ start: 'booting' })
+    expect(moves('stopping')).toEqual({ stopped: 'stopped' })
   })
 
-  it('leads only to states it lists', () => {
-    for (const moves of Object.values(TRANSITIONS)) {
-      for (const to of Object.values(moves)) expect(STATES).toContain(to)
+  it('leads only to substates it lists, each shown as one of the seven public states', () => {
+    for (const sub of SUBSTATES) {
+      for (const to of Object.values(moves(sub))) expect(SUBSTATES).toContain(to)
+      expect(STATES).toContain(PUBLIC[sub])
+    }
+    expect(Object.keys(PUBLIC).sort()).toEqual([...SUBSTATES].sort())
+    expect(new Set(Object.values(PUBLIC))).toEqual(new Set(STATES))
+    expect(SUBSTATES.filter((sub) => PUBLIC[sub] === 'starting')).toEqual([
+      'booting',
+      'spawning',
+      'awaiting-ready',
+      'retiring',
+    ])
+  })
+
+  it('answers every verb in every substate, and a stop leads to stopping wherever something runs', () => {
+    for (const sub of SUBSTATES) {
+      for (const verb of ['start', 'stop', 'restart'])
+        expect(rowOf(sub, verb)?.run, `${sub} ${verb}`).toBeTypeOf('string')
+      if (!['idle', 'stopping', 'stopped', 'failed'].includes(sub)) expect(rowOf(sub, 'stop')?.to).toBe('stopping')
     }
   })
 
-  it('refuses every move it does not list, including inherited names', () => {
-    expect(next('idle', 'start')).toBe('starting')
-    expect(next('stopped', 'ready')).toBeUndefined()
-    expect(next('stopping', 'stop')).toBeUndefined()
-    expect(next('running', 'toString')).toBeUndefined()
-    expect(next('running', '__proto__')).toBeUndefined()
+  it('drops a late word from an attempt once the machine has moved on', () => {
+    for (const sub of ['stopping', 'stopped', 'failed', 'backoff']) {
+      for (const event of ['ready', 'ready-failed', 'retired', 'spawn-failed', 'exit', 'booted', 'adopt']) {
+        expect(rowOf(sub, event), `${sub} ${event}`).toBeUndefined()
+      }
+    }
+    // What follows an event's listeners is not begun where one of them stopped or restarted it.
+    for (const sub of ['stopping', 'stopped', 'failed', 'retiring', 'spawning']) {
+      for (const step of ['spawn-heard', 'ready-heard', 'exit-heard', 'restart-heard']) {
+        expect(rowOf(sub, step), `${sub} ${step}`).toBeUndefined()
+      }
+    }
+    // An exit we caused (a restart's or a stop's) is not the policy's to decide.
+    expect(rowOf('retiring', 'exit')).toBeUndefined()
+    expect(rowOf('running', 'booted')).toBeUndefined()
+  })
+
+  it('refuses every event it does not list, including inherited names', () => {
+    expect(rowOf('idle', 'start')).toEqual({ to: 'booting', run: 'begin' })
+    expect(rowOf('stopped', 'ready')).toBeUndefined()
+    expect(rowOf('stopping', 'stop')?.to).toBeUndefined()
+    expect(rowOf('running', 'toString')).toBeUndefined()
+    expect(rowOf('running', '__proto__')).toBeUndefined()
   })
 
   it('is frozen', () => {
-    expect(Object.isFrozen(TRANSITIONS)).toBe(true)
-    expect(Object.isFrozen(TRANSITIONS.running)).toBe(true)
+    expect(Object.isFrozen(TABLE)).toBe(true)
+    expect(Object.isFrozen(TABLE.running)).toBe(true)
+    expect(Object.isFrozen(TABLE.running?.stop)).toBe(true)
+    expect(Object.isFrozen(PUBLIC)).toBe(true)
   })
 })

@@ -42,6 +42,11 @@ export async function recordWhen<R = StateRecord>(
 /** fixtures/supervisor-copy.cjs: a supervisor in a process of its own, its events on fd 3. */
 export const SUPERVISOR_COPY = join(FIXTURES, 'supervisor-copy.cjs')
 
+/** A supervisor's options for `sh -c 'echo ready; SCRIPT'`, ready at that first line on its stdout; then `more`. */
+export function readyThen(script: string, more: Partial<SupervisorOptions> = {}): SupervisorOptions {
+  return { command: 'sh', args: ['-c', `echo ready; ${script}`], ready: { stdout: 'ready' }, ...more }
+}
+
 export type EventLine = Record<string, unknown> & { event: string }
 
 /** A supervisor-copy.cjs process's events (JSON lines on its fd 3), as they come. */

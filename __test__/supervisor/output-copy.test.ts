@@ -19,7 +19,7 @@ import {
   trackProcesses,
   waitFor,
 } from '../helpers'
-import { type EventLine, eventsOf, onStalledTerminal, SUPERVISOR_COPY } from './helpers'
+import { type EventLine, eventsOf, onStalledTerminal, readyThen, SUPERVISOR_COPY } from './helpers'
 
 const { others } = trackProcesses()
 const tempDir = tempDirs('procward-copy-')
@@ -65,12 +65,7 @@ async function stalled(pid: number): Promise<number> {
 
 describe('the copy of a ready check stream', () => {
   it('never blocks the loop on a terminal nobody reads: a killed daemon is restarted, SIGTERM is heard', async () => {
-    const options = {
-      command: 'sh',
-      args: ['-c', 'echo ready; exec yes "a line the terminal never takes"'],
-      ready: { stdout: 'ready' },
-      handleSignals: true,
-    }
+    const options = readyThen('exec yes "a line the terminal never takes"', { handleSignals: true })
     // Its stdout and stderr: a terminal nobody reads.
     const py = onStalledTerminal(others, [NODE, ...supervisorArgs(options)])
     const lines = eventsOf(py)
@@ -110,12 +105,7 @@ describe('the copy of a ready check stream', () => {
 
   it('passes backpressure on to the child: into a stalled pipe, the supervisor stays small', async () => {
     const total = 100_000_000
-    const options = {
-      command: 'sh',
-      args: ['-c', `echo ready; exec head -c ${total} /dev/zero`],
-      ready: { stdout: 'ready' },
-      restart: 'never',
-    }
+    const options = readyThen(`exec head -c ${total} /dev/zero`, { restart: 'never' })
     const proc = others.spawn(NODE, supervisorArgs(options), { stdio: ['ignore', 'pipe', 'inherit', 'pipe'] })
     const lines = eventsOf(proc)
     await waitFor(() => count(lines, 'started') === 1, 10_000, 'the supervisor to start')

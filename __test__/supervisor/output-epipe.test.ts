@@ -7,7 +7,7 @@
 import type { ChildProcess } from 'node:child_process'
 import { describe, expect, it } from 'vitest'
 import { CLI, NODE, PROCWARD, trackProcesses, waitFor } from '../helpers'
-import { eventsOf, SUPERVISOR_COPY } from './helpers'
+import { eventsOf, readyThen, SUPERVISOR_COPY } from './helpers'
 
 const { others } = trackProcesses()
 
@@ -19,12 +19,7 @@ const exitOf = (proc: ChildProcess) =>
 
 describe('EPIPE on our own stdout/stderr', () => {
   it("a supervisor survives when its stdout's reader goes away while it copies a child's output", async () => {
-    const options = {
-      command: 'sh',
-      args: ['-c', 'echo ready; while :; do echo tick; sleep 0.02; done'],
-      ready: { stdout: 'ready' },
-      restart: 'never',
-    }
+    const options = readyThen('while :; do echo tick; sleep 0.02; done', { restart: 'never' })
     const proc = others.spawn(NODE, [SUPERVISOR_COPY, PROCWARD, JSON.stringify(options)], {
       stdio: ['ignore', 'pipe', 'ignore', 'pipe'],
     })

@@ -1,7 +1,7 @@
 import type { ChildProcess } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
-import { join } from 'node:path'
+import { basename, join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import {
   getProcessInfo,
@@ -540,7 +540,8 @@ describe('stateFile', () => {
     let r = await recordWhen(stateFile, (r) => r.state === 'running', 'the running record')
     expect(r).toMatchObject({
       version: 1,
-      name: 'node',
+      // The command's name: 'node', or 'bun' under `bun --bun`.
+      name: basename(NODE),
       supervisor: { pid: process.pid, identity: getProcessInfo(process.pid)?.identity, running: true },
       child: {
         pid: first.pid,
@@ -758,7 +759,8 @@ http {
     const seen = record(sup)
     await sup.start()
     expect(seen[0]?.data).toMatchObject({ pid: master, action: 'stopped', result: null, suspects: [] })
-    for (const w of workers) expect(aliveInProcTable(w)).toBe(false)
+    // Swept with their group: dead a moment after, on a loaded machine.
+    await waitFor(() => workers.every((w) => !aliveInProcTable(w)), 5000, 'the old workers to die')
     await waitFor(() => workersOf(sup.child?.pid as number).length === 2, 5000, 'two new workers')
     const served = await new Promise<number | null>((resolve) => {
       http
@@ -771,7 +773,7 @@ http {
     expect(served).toBe(200)
     const newWorkers = workersOf(sup.child?.pid as number)
     await sup.stop()
-    for (const w of newWorkers) expect(aliveInProcTable(w)).toBe(false)
+    await waitFor(() => newWorkers.every((w) => !aliveInProcTable(w)), 5000, 'the workers to die')
   })
 
   it('sweeps the workers a dead leader left in its group; a same-named process outside it is untouched', async () => {
@@ -805,7 +807,7 @@ http {
     sup.on('stdout', () => {})
     await sup.start()
     expect(seen[0]?.data).toMatchObject({ pid: leader, action: 'stopped', result: null, suspects: [] })
-    for (const w of workers) expect(aliveInProcTable(w)).toBe(false)
+    await waitFor(() => workers.every((w) => !aliveInProcTable(w)), 5000, 'the swept workers to die')
     expect(aliveInProcTable(sameName.pid as number)).toBe(true)
   })
 })

@@ -4,13 +4,25 @@
 import { once } from 'node:events'
 import type { Readable, Writable } from 'node:stream'
 import {
+  type ArgumentError,
+  type ArgumentErrorCode,
   acquireLock,
   type CgroupSupport,
   cgroupSupport,
   type ExitInfo,
+  type FileLockedError,
   getProcessInfo,
+  isArgumentError,
   isLockedError,
+  isPgError,
+  isProcwardError,
+  isSupervisorError,
+  isUnavailableError,
+  type LockedError,
   type LockHolder,
+  type PgErrorCode,
+  type PgLockedError,
+  type ProcwardErrorCode,
   type ResourceUsage,
   readSupervisorState,
   type SpawnedShape,
@@ -18,12 +30,14 @@ import {
   type StopOptions,
   type StopResult,
   SupervisedProcess,
-  type Supervisor,
+  Supervisor,
+  type SupervisorErrorCode,
   type SupervisorEvents,
   type SupervisorExit,
   type SupervisorStateRecord,
   spawnSupervised,
   stopSupervisedProcess,
+  type UnavailableErrorCode,
   type WaitForExitResult,
   waitForExit,
 } from '../../index.js'
@@ -239,10 +253,84 @@ export async function lockedErrorGuard(): Promise<void> {
     // @ts-expect-error unknown until narrowed
     void err.holder
     if (isLockedError(err)) {
+      assertType<Equal<typeof err, LockedError>>()
       assertType<Equal<typeof err.code, 'ELOCKED'>>()
       assertType<Equal<typeof err.holder, LockHolder | null>>()
-      assertType<Equal<typeof err.path, string>>()
+      // Either lock's: a file lock's has a path, a PostgreSQL lock's a key.
+      // @ts-expect-error pg's ELOCKED has no path
+      void err.path
+      if ('path' in err) {
+        assertType<Equal<typeof err, FileLockedError>>()
+        assertType<Equal<typeof err.path, string>>()
+        assertType<Equal<typeof err.holderRunning, boolean | null>>()
+      } else {
+        assertType<Equal<typeof err, PgLockedError>>()
+        assertType<Equal<typeof err.key, string>>()
+        assertType<Equal<typeof err.holderRunning, null>>()
+      }
     }
   }
   assertType<Equal<ReturnType<typeof isLockedError>, boolean>>()
+}
+
+export function errorFamilies(err: unknown): void {
+  // The codes: one union of procward's own, made of its families'.
+  assertType<Equal<Extract<ProcwardErrorCode, ArgumentErrorCode>, ArgumentErrorCode>>()
+  assertType<
+    Equal<
+      Extract<ProcwardErrorCode, SupervisorErrorCode | UnavailableErrorCode | PgErrorCode | 'ELOCKED'>,
+      SupervisorErrorCode | UnavailableErrorCode | PgErrorCode | 'ELOCKED'
+    >
+  >()
+  // @ts-expect-error not a code of procward's
+  const notOurs: ProcwardErrorCode = 'ERR_SOMETHING_ELSE'
+  const crash: SupervisorErrorCode = 'ERR_CRASH_LOOP'
+  const lost: PgErrorCode = 'ERR_PROCWARD_PG_LOCK_LOST'
+  void [notOurs, crash, lost]
+  if (isArgumentError(err)) {
+    assertType<Equal<typeof err, ArgumentError>>()
+    assertType<Equal<typeof err.code, ArgumentErrorCode>>()
+    void (err instanceof RangeError)
+  }
+  if (isSupervisorError(err)) {
+    assertType<Equal<typeof err.code, SupervisorErrorCode>>()
+    assertType<Equal<typeof err.lastExit, ExitInfo | null | undefined>>()
+  }
+  if (isUnavailableError(err)) assertType<Equal<typeof err.code, UnavailableErrorCode>>()
+  if (isPgError(err)) {
+    assertType<Equal<typeof err.code, PgErrorCode>>()
+    assertType<Equal<typeof err.key, string | undefined>>()
+  }
+  if (isProcwardError(err)) {
+    const code: string = err.code
+    if (err.code === 'ENOENT') assertType<Equal<typeof err.syscall, string | undefined>>()
+    void code
+  }
+}
+
+export async function staticOnceAndOnAreTyped(sup: Supervisor, child: SupervisedProcess): Promise<void> {
+  // Node's events.once and events.on, inherited as statics: typed by the map.
+  const [ready] = await Supervisor.once(sup, 'ready')
+  assertType<Equal<typeof ready, SupervisedProcess>>()
+  const exitArgs = await Supervisor.once(sup, 'exit', { signal: AbortSignal.timeout(1000) })
+  assertType<Equal<typeof exitArgs, [info: SupervisorExit]>>()
+  for await (const [line] of Supervisor.on(sup, 'stdout')) {
+    assertType<Equal<typeof line, string>>()
+    break
+  }
+  const [info] = await SupervisedProcess.once(child, 'exit')
+  assertType<Equal<typeof info, ExitInfo>>()
+  for await (const args of SupervisedProcess.on(child, 'exit')) {
+    assertType<Equal<typeof args, [info: ExitInfo]>>()
+    break
+  }
+  // Not a procward emitter, or not a name of its map: Node's own typing.
+  const [other] = await Supervisor.once(child, 'ready')
+  assertType<Equal<typeof other, unknown>>()
+  // What is not possible: Node's own `once`/`on` imported from node:events
+  // are statics of @types/node's EventEmitter class, and a declaration
+  // cannot add an overload to a class's static: they stay `any[]`.
+  const nodeOnce = await once(sup, 'ready')
+  // biome-ignore lint/suspicious/noExplicitAny: what @types/node gives, recorded as such
+  assertType<Equal<typeof nodeOnce, any[]>>()
 }

@@ -1,4 +1,4 @@
-import { readdirSync, readlinkSync } from 'node:fs'
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { getProcessInfo, isProcessRunning, waitForExit } from '../../index.js'
@@ -20,12 +20,17 @@ const { others } = trackProcesses()
 // status can be seen.
 const POLLED = process.env.PROCWARD_EXIT_WATCH === 'fallback'
 
-/** Open pidfds of this process. */
-function pidfds(): number {
+/**
+ * Open pidfds of this process on `pid` (fdinfo names the pid): the
+ * runtime's own pidfds on its children (Bun holds one per child) are not
+ * counted.
+ */
+function pidfds(pid: number): number {
   let n = 0
   for (const fd of readdirSync('/proc/self/fd')) {
     try {
-      if (readlinkSync(`/proc/self/fd/${fd}`).includes('pidfd')) n++
+      if (!readlinkSync(`/proc/self/fd/${fd}`).includes('pidfd')) continue
+      if (/^Pid:\s*(-?\d+)$/m.exec(readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8'))?.[1] === String(pid)) n++
     } catch {
       // the fd readdir itself used
     }
@@ -62,8 +67,11 @@ describe('waitForExit', () => {
 
   it('reports a death by signal', async () => {
     const pid = await grandchild('exec sleep 100')
+    const before = pidfds(pid)
     const waiting = waitForExit(pid)
-    await sleep(20)
+    // Its pidfd is open (on the runtime's thread) before the kill, so the status is its to read.
+    if (!POLLED) await waitFor(() => pidfds(pid) === before + 1, 5000, "the wait's pidfd")
+    else await sleep(20)
     process.kill(pid, 'SIGTERM')
     const r = await waiting
     expect(r).toEqual({ pid, pidReused: false, exit: POLLED ? null : { pid, code: null, signal: 'SIGTERM' } })
@@ -83,8 +91,7 @@ describe('waitForExit', () => {
     const parent = others.spawn(join(FIXTURES, 'zombie-parent.sh'), [])
     const pid = Number(await firstLine(parent))
     // The zombie's parent never waits for it.
-    for (let i = 0; i < 200 && procState(pid) !== 'Z'; i++) await sleep(5)
-    expect(procState(pid)).toBe('Z')
+    await waitFor(() => procState(pid) === 'Z', 5000, 'the zombie')
     const r = await waitForExit(pid)
     expect(r).toEqual({ pid, pidReused: false, exit: POLLED ? null : { pid, code: 0, signal: null } })
     expect(procState(pid)).toBe('Z')
@@ -98,8 +105,10 @@ describe('waitForExit', () => {
   it('with the identity of the live process, waits for its exit', async () => {
     const pid = await grandchild('exec sleep 100')
     const identity = getProcessInfo(pid)?.identity as string
+    const before = pidfds(pid)
     const waiting = waitForExit(pid, { identity })
-    await sleep(20)
+    if (!POLLED) await waitFor(() => pidfds(pid) === before + 1, 5000, "the wait's pidfd")
+    else await sleep(20)
     process.kill(pid, 'SIGKILL')
     const r = await waiting
     expect(r).toEqual({ pid, pidReused: false, exit: POLLED ? null : { pid, code: null, signal: 'SIGKILL' } })
@@ -134,16 +143,15 @@ describe('waitForExit', () => {
 
   it('abort rejects with AbortError and leaves no pidfd behind', async () => {
     const pid = await grandchild('exec sleep 100')
-    const before = pidfds()
+    const before = pidfds(pid)
     const ac = new AbortController()
     const waiting = waitForExit(pid, { signal: ac.signal })
-    await sleep(20)
-    if (!POLLED) expect(pidfds()).toBe(before + 1)
+    if (!POLLED) await waitFor(() => pidfds(pid) === before + 1, 5000, "the wait's pidfd")
     ac.abort()
     await expect(waiting).rejects.toMatchObject({ name: 'AbortError', code: 'ABORT_ERR' })
     // (The polled path's liveness checks keep a pidfd in procward's bounded
     // liveness cache, so only the pidfd path is counted.)
-    if (!POLLED) expect(pidfds()).toBe(before)
+    if (!POLLED) expect(pidfds(pid)).toBe(before)
     expect(aliveInProcTable(pid)).toBe(true)
   })
 
@@ -152,9 +160,9 @@ describe('waitForExit', () => {
     const t0 = Date.now()
     await expect(waitForExit(pid, { signal: AbortSignal.timeout(50) })).rejects.toMatchObject({ name: 'AbortError' })
     expect(Date.now() - t0).toBeGreaterThanOrEqual(45)
-    const before = pidfds()
+    const before = pidfds(pid)
     await expect(waitForExit(pid, { signal: AbortSignal.abort() })).rejects.toMatchObject({ name: 'AbortError' })
-    expect(pidfds()).toBe(before)
+    expect(pidfds(pid)).toBe(before)
   })
 
   it('rejects bad input', async () => {

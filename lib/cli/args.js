@@ -14,7 +14,8 @@ class UsageError extends Error {
 }
 
 /**
- * `spec`: option name → 'value' (takes one), 'flag' (takes none) or
+ * `spec`: option name → 'value' (takes one), 'values' (takes one, and may
+ * be repeated: an array of them in order), 'flag' (takes none) or
  * 'optional' (a value only as `--opt=V`). `command`: how many positionals
  * come before the COMMAND, or null when the verb takes no command. Without
  * `--`, the command starts at that positional: its own options (`node
@@ -22,7 +23,9 @@ class UsageError extends Error {
  */
 function parse(verb, argv, spec, { command = null } = {}) {
   const options = { help: { type: 'boolean', short: 'h' } }
-  for (const [name, kind] of Object.entries(spec)) options[name] = { type: kind === 'value' ? 'string' : 'boolean' }
+  for (const [name, kind] of Object.entries(spec)) {
+    options[name] = { type: kind === 'value' || kind === 'values' ? 'string' : 'boolean' }
+  }
   // strict: false so that every token comes back, unknown ones included,
   // for the messages below (and so that the command's own arguments, which
   // are parsed too, can never make parseArgs throw).
@@ -33,7 +36,9 @@ function parse(verb, argv, spec, { command = null } = {}) {
   for (let i = 0; i < tokens.length && rest === null; i++) {
     const t = tokens[i]
     if (t.kind === 'option-terminator') {
-      rest = argv.slice(t.index + 1)
+      // Without a command (status F, stop F), `--` ends our options only.
+      if (command === null) positional.push(...argv.slice(t.index + 1))
+      else rest = argv.slice(t.index + 1)
       break
     }
     if (t.kind === 'positional') {
@@ -50,7 +55,7 @@ function parse(verb, argv, spec, { command = null } = {}) {
     const kind = Object.hasOwn(spec, t.name) && raw.startsWith('--') ? spec[t.name] : undefined
     if (kind === undefined) throw new UsageError(verb, `unknown option ${raw}`)
     // `--grace 5 --grace 6`: which one was meant is not ours to guess.
-    if (Object.hasOwn(opts, t.name)) throw new UsageError(verb, `${raw} is given more than once`)
+    if (Object.hasOwn(opts, t.name) && kind !== 'values') throw new UsageError(verb, `${raw} is given more than once`)
     if (kind === 'flag') {
       if (t.inlineValue) throw new UsageError(verb, `${raw} takes no value`)
       opts[t.name] = true
@@ -73,10 +78,18 @@ function parse(verb, argv, spec, { command = null } = {}) {
         // `--name --json`: a forgotten value, or a value that starts with a dash?
         throw new UsageError(verb, `${raw} needs a value (one that starts with '-' is written ${raw}=${t.value})`)
       }
-      opts[t.name] = t.value
+      if (kind === 'values') opts[t.name] = [...(opts[t.name] ?? []), t.value]
+      else opts[t.name] = t.value
     }
   }
   return { opts, positional, rest }
+}
+
+/** COMMAND and its arguments, from what parse() left after them. */
+function commandOf(verb, rest) {
+  if (rest === null || rest.length === 0) throw new UsageError(verb, 'a COMMAND is needed (after --)')
+  if (rest[0] === '') throw new UsageError(verb, 'COMMAND must not be empty')
+  return rest
 }
 
 /** A whole number of `name` in min..max, from its text. */
@@ -100,4 +113,4 @@ function oneOf(verb, value, name, allowed) {
 /** Durations: as setTimeout takes them. */
 const MAX_MS = 2 ** 31 - 1
 
-module.exports = { UsageError, parse, integer, oneOf, MAX_MS }
+module.exports = { UsageError, parse, commandOf, integer, oneOf, MAX_MS }

@@ -2,7 +2,9 @@
 // that --help and --version work where the native binary is missing), exit
 // statuses, and error messages with their causes.
 
+const { existsSync } = require('node:fs')
 const { constants } = require('node:os')
+const { dirname, resolve } = require('node:path')
 const { findSpawnError, spawnFailureStatus, SPAWN_WORDS } = require('./exec-failure.js')
 
 let pkg = null
@@ -40,27 +42,78 @@ function escapeControl(text) {
   })
 }
 
-/** The words after an exit in the log: "(unexpected)" unless we stopped it, or it ended cleanly where that is not a crash. */
+/**
+ * The words after an exit in the log: "(unhealthy)" when its health checks
+ * had it stopped; "(unexpected)" unless we stopped it, or it ended cleanly
+ * where that is not a crash.
+ */
 function exitNote(e, restart) {
+  if (e.reason === 'unhealthy') return ' (unhealthy)'
   if (e.expected) return ''
   if (e.code === 0 && !e.signal && (restart === 'never' || restart === 'on-failure')) return ''
   return ' (unexpected)'
 }
 
-/** An error's message, then each cause's where it adds something. */
+/**
+ * A library message in the words of a verb's arguments: its leading
+ * `options.NAME` (or `NAME`) as `words` names it (`options.connection` →
+ * `--postgres`), the longest name first (`spawn.stop.graceMs`).
+ */
+function inOurWords(message, words) {
+  const names = Object.keys(words).sort((a, b) => b.length - a.length)
+  for (const name of names) {
+    for (const lead of [`options.${name}`, name]) {
+      if (message.startsWith(`${lead} `) || message.startsWith(`${lead}.`) || message.startsWith(`${lead}[`)) {
+        return `${words[name]}${message.slice(lead.length)}`
+      }
+    }
+  }
+  return message
+}
+
+/** The first line of a message: a require stack or a server's detail after it is not for one log line. */
+const firstLine = (m) => String(m).split('\n', 1)[0]
+
+/**
+ * An error's message, then each cause's where it adds something; a file
+ * that could not be created because its directory is missing says so.
+ */
 function describe(err) {
-  let text = String(err?.message ?? err)
+  let text = firstLine(err?.message ?? err)
   const seen = new Set()
   for (let e = err?.cause, depth = 0; e != null && depth < 8 && !seen.has(e); e = e.cause, depth++) {
     seen.add(e)
-    const m = String(e?.message ?? e)
+    const m = firstLine(e?.message ?? e)
     if (!text.includes(m)) text += `: ${m}`
   }
+  const missing = missingDirectory(err)
+  if (missing !== null) text += ` (no directory ${missing}: create it first)`
   const spawnError = findSpawnError(err)
   if (spawnError !== null && SPAWN_WORDS[spawnError.code] && spawnError.path) {
     text += ` (${spawnError.path}: ${SPAWN_WORDS[spawnError.code]})`
   }
   return text
+}
+
+/** The directory that an open() failed for (ENOENT) because it does not exist, or null. */
+function missingDirectory(err) {
+  for (let e = err, depth = 0; e != null && depth < 8; e = e.cause, depth++) {
+    if (e?.code === 'ENOENT' && e.syscall === 'open' && typeof e.path === 'string') {
+      const dir = dirname(resolve(e.path))
+      return existsSync(dir) ? null : dir
+    }
+  }
+  return null
+}
+
+/**
+ * Why `file` gave no record: it is not there, or it is not one (a file of
+ * something else, or damaged).
+ */
+function noRecord(file) {
+  return existsSync(file)
+    ? 'not a procward state record (not written by procward run --state-file?)'
+    : 'no supervisor state recorded'
 }
 
 /** A failure (not bad usage): one line on stderr. A command that could not be run says so plainly. */
@@ -70,4 +123,15 @@ function fail(err) {
   process.stderr.write(`procward: ${own ? `${err.path}: ${words}` : describe(err)}\n`)
 }
 
-module.exports = { procward, statusOf, exitText, exitNote, escapeControl, spawnFailureStatus, describe, fail }
+module.exports = {
+  procward,
+  statusOf,
+  exitText,
+  exitNote,
+  escapeControl,
+  spawnFailureStatus,
+  inOurWords,
+  describe,
+  fail,
+  noRecord,
+}

@@ -1,7 +1,6 @@
 // A command that could not be run, as the shell reports it: 127 when it was
 // not found, 126 when it was found and exec refused it (env(1), timeout(1),
-// nohup(1) and shells agree), with the words a shell would print. Shared by
-// the CLI's verbs and procward/pg's CLI form.
+// nohup(1) and shells agree), with the words a shell would print.
 
 /** The error of a spawn that failed (node:child_process's shape: syscall 'spawn <command>'), on `err` or a cause. */
 function findSpawnError(err) {

@@ -2,39 +2,85 @@
 // a file's (flock(2), with a holder record), or with --postgres a
 // PostgreSQL session advisory lock (procward/pg, loaded only then).
 
-const fs = require('node:fs')
-const tty = require('node:tty')
-const { parse, integer, MAX_MS, UsageError } = require('./args.js')
+const { parse, commandOf, integer, MAX_MS, UsageError } = require('./args.js')
 const common = require('./common.js')
+const { runLocked } = require('./locked-run.js')
 
-const SPEC = { wait: 'optional', postgres: 'value', key: 'value' }
+const SPEC = { wait: 'optional', postgres: 'value', key: 'value', 'host-loss-ms': 'value' }
 
-/** EX_TEMPFAIL: the lock is held by another (as flock(1) -E would be told to use). */
-const EXIT_LOCKED = 75
+/** acquirePgLock's options as this verb's arguments name them. */
+const PG_WORDS = {
+  connection: '--postgres',
+  key: '--key',
+  hostLossMs: '--host-loss-ms',
+  wait: '--wait',
+  purpose: 'COMMAND',
+}
+
+// procward/pg's floor for hostLossMs (TCP keepalives count whole seconds;
+// lib/pg/options.js) and its default, here as numbers: requiring lib/pg
+// loads the driver, which a file lock must not need.
+const MIN_HOST_LOSS_MS = 3000
+const DEFAULT_HOST_LOSS_MS = 10_000
+
+/** FILE's lock (flock(2), with a holder record): a signal during the wait ends us, as it would flock(1). */
+function fileSource(path, { wait, purpose }) {
+  return {
+    waitEndsOnSignal: false,
+    acquire: () =>
+      common
+        .procward()
+        .acquireLock(path, { wait, purpose })
+        .catch((err) => {
+          if (err instanceof TypeError || err instanceof RangeError) {
+            throw new UsageError('lock', common.inOurWords(err.message, { path: 'FILE', wait: '--wait' }))
+          }
+          throw err
+        }),
+    envOf: () => ({}),
+  }
+}
 
 /**
- * Could this SIGINT have come from our terminal's Ctrl-C? Then the command,
- * in our process group, has had it too, and must not get it twice. A
- * SIGINT sent with kill(1) (timeout -s INT, a container's stop signal)
- * reaches us alone: it must be passed on. The terminal sends it to its
- * foreground process group only; on Linux /proc tells whether we are in
- * it (elsewhere: whether a standard stream is a terminal).
+ * The PostgreSQL lock KEY (procward/pg, loaded only now); its purpose is
+ * cut to what a purpose holds. The command is told the fence, to fence its
+ * own writes, the key and the holder's record (JSON).
+ *
+ * Once `lock.signal` aborts, the server may free the lock within the lead
+ * that the lock keeps on it: `idle` s after the last answered probe was
+ * sent, where the signal aborts at `windowMs`. The command gets SIGTERM,
+ * then SIGKILL when half of that lead is left, so that the rest covers the
+ * kill and the exit of its whole group.
  */
-function terminalMaySendInt() {
-  if (process.platform === 'linux') {
-    try {
-      const stat = fs.readFileSync('/proc/self/stat', 'latin1')
-      // pid (comm) state ppid pgrp session tty_nr tpgid ...
-      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-      const pgrp = Number(f[2])
-      const ttyNr = Number(f[4])
-      const tpgid = Number(f[5])
-      return ttyNr !== 0 && tpgid === pgrp
-    } catch {
-      // /proc unreadable: judge by the streams below
-    }
+function pgSource(url, key, { wait, purpose, hostLossMs }) {
+  const { acquirePgLock, timing, PURPOSE_MAX } = require('../pg.js')
+  const t = timing(hostLossMs)
+  return {
+    waitEndsOnSignal: true,
+    acquire: (signal) =>
+      acquirePgLock({ connection: url, key, wait, signal, hostLossMs, purpose: cut(purpose, PURPOSE_MAX) }).catch(
+        (err) => {
+          // A value the library refused: bad usage, in this verb's words.
+          if (err instanceof TypeError || err instanceof RangeError) {
+            throw new UsageError('lock', common.inOurWords(err.message, PG_WORDS))
+          }
+          throw err
+        },
+      ),
+    envOf: (lock) => ({
+      PROCWARD_LOCK_FENCE: String(lock.fence),
+      PROCWARD_LOCK_KEY: key,
+      PROCWARD_LOCK_HOLDER: JSON.stringify(lock.holder),
+    }),
+    lossGraceMs: Math.max(0, Math.floor((t.idle * 1000 - t.windowMs) / 2)),
   }
-  return tty.isatty(0) || tty.isatty(1) || tty.isatty(2)
+}
+
+/** `text` in at most `max` UTF-16 units, never cut inside a surrogate pair. */
+function cut(text, max) {
+  if (text.length <= max) return text
+  const head = text.slice(0, max - 1)
+  return `${/[\ud800-\udbff]$/.test(head) ? head.slice(0, -1) : head}…`
 }
 
 async function main(argv, { help }) {
@@ -52,70 +98,23 @@ async function main(argv, { help }) {
     if (positional.length > 0) throw new UsageError('lock', `no FILE with --postgres (got ${positional[0]})`)
     if (opts.key === undefined) throw new UsageError('lock', '--key KEY is needed with --postgres')
     if (opts.postgres === '') throw new UsageError('lock', '--postgres needs a URL')
-    if (rest === null || rest.length === 0) throw new UsageError('lock', 'a COMMAND is needed (after --)')
-    const [command, ...args] = rest
-    const { runPgLock } = require('../pg.js')
-    try {
-      return await runPgLock({ url: opts.postgres, key: opts.key, wait, command, args })
-    } catch (err) {
-      const status = common.spawnFailureStatus(err)
-      if (status === null) throw err
-      common.fail(err)
-      return status
-    }
+  } else {
+    if (opts.key !== undefined) throw new UsageError('lock', '--key goes with --postgres')
+    if (opts['host-loss-ms'] !== undefined) throw new UsageError('lock', '--host-loss-ms goes with --postgres')
+    if (positional.length !== 1) throw new UsageError('lock', 'one FILE is needed')
   }
-  if (opts.key !== undefined) throw new UsageError('lock', '--key goes with --postgres')
-  if (positional.length !== 1) throw new UsageError('lock', 'one FILE is needed')
-  if (rest === null || rest.length === 0) throw new UsageError('lock', 'a COMMAND is needed (after --)')
+  commandOf('lock', rest)
+  const hostLossMs =
+    opts['host-loss-ms'] === undefined
+      ? DEFAULT_HOST_LOSS_MS
+      : integer('lock', opts['host-loss-ms'], 'host-loss-ms', MIN_HOST_LOSS_MS, MAX_MS)
   const [command, ...args] = rest
-  const procward = common.procward()
-  let held
-  try {
-    held = await procward.acquireLock(positional[0], { wait, purpose: [command, ...args].join(' ') })
-  } catch (err) {
-    if (err.code === 'ELOCKED') {
-      process.stderr.write(`procward: ${err.message}\n`)
-      return EXIT_LOCKED
-    }
-    throw err
-  }
-  // SIGTERM, SIGINT and SIGHUP sent to us are passed on (a terminal's
-  // Ctrl-C has reached the command already: not twice). We exit once the
-  // command has: the lock must outlive it. A second signal SIGKILLs it (a
-  // command that ignores signals would otherwise hold the lock until the
-  // end of time). Listening from before the spawn: a signal that arrives
-  // as the command starts is passed on too, never the end of us.
-  let child = null
-  let signals = 0
-  let pending = null
-  const forward = (sig) => () => {
-    signals++
-    if (child === null) pending = sig
-    else if (signals > 1) child.kill('SIGKILL')
-    else if (sig !== 'SIGINT' || !terminalMaySendInt()) child.kill(sig)
-  }
-  const handlers = { SIGTERM: forward('SIGTERM'), SIGHUP: forward('SIGHUP'), SIGINT: forward('SIGINT') }
-  const unlisten = () => {
-    for (const [sig, h] of Object.entries(handlers)) process.removeListener(sig, h)
-  }
-  for (const [sig, h] of Object.entries(handlers)) process.on(sig, h)
-  try {
-    // In our process group, as flock(1) runs it: a terminal's Ctrl-C
-    // reaches it directly, and it may read the terminal.
-    child = procward.spawnSupervised(command, args, { stdio: 'inherit', processGroup: false })
-  } catch (err) {
-    held.release()
-    unlisten()
-    const status = common.spawnFailureStatus(err)
-    if (status === null) throw err
-    common.fail(err)
-    return status
-  }
-  if (pending !== null) child.kill(signals > 1 ? 'SIGKILL' : pending)
-  const exit = await child.exited
-  held.release()
-  unlisten()
-  return common.statusOf(exit)
+  const purpose = rest.join(' ')
+  const source =
+    opts.postgres !== undefined
+      ? pgSource(opts.postgres, opts.key, { wait, purpose, hostLossMs })
+      : fileSource(positional[0], { wait, purpose })
+  return runLocked(source, { command, args })
 }
 
 module.exports = { main }

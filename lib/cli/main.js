@@ -2,6 +2,7 @@
 // ends the process (bad usage: one line, a hint, exit 2; a failure: its
 // message and causes, exit 1 unless the verb set another status).
 
+const { constants } = require('node:os')
 const { UsageError } = require('./args.js')
 const { describe } = require('./common.js')
 const { USAGE, MAIN_USAGE } = require('./usage.js')
@@ -25,7 +26,33 @@ function usageError(verb, message) {
   process.exitCode = 2
 }
 
+/**
+ * Our own output's failures (help, version, status: stdout). A reader that
+ * is gone (EPIPE: `| head -0`) ends us quietly, with the status of a
+ * process killed by SIGPIPE, as `ls | head -0` would be; any other failure
+ * (ENOSPC: `> /dev/full`) is said once on stderr, status 1, as coreutils
+ * do. Failures of stderr itself are ignored: there is nowhere to say them.
+ */
+function guardOutput() {
+  let status = null
+  process.stdout.on('error', (err) => {
+    if (status !== null) return
+    if (err?.code === 'EPIPE') status = 128 + constants.signals.SIGPIPE
+    else {
+      status = 1
+      process.stderr.write(`procward: write error: ${err?.message ?? err}\n`)
+    }
+    process.exitCode = status
+  })
+  process.stderr.on('error', () => {})
+  // Whatever the verb resolved to: what it wrote did not arrive.
+  process.once('exit', () => {
+    if (status !== null) process.exitCode = status
+  })
+}
+
 async function main(argv) {
+  guardOutput()
   const [verb, ...rest] = argv
   if (verb === '--help' || verb === '-h' || verb === 'help') {
     if (rest.length > 0 && !Object.hasOwn(USAGE, rest[0])) return usageError(null, `unknown command ${rest[0]}`)

@@ -5,9 +5,63 @@
 // STOPPING=1, WATCHDOG=1; the variables are not passed on to the child);
 // this file parses, logs and chooses the exit status.
 
-const { parse, integer, oneOf, MAX_MS, UsageError } = require('./args.js')
+const { parse, commandOf, integer, oneOf, MAX_MS, UsageError } = require('./args.js')
 const common = require('./common.js')
 const { createOutput, underJournal } = require('./output.js')
+const { UNIT_SPEC, unitSpawnOptions } = require('./unit-options.js')
+
+/** The health check after ready: --health-port or --health-http, and how often, how long, how many. */
+const HEALTH_SPEC = {
+  'health-port': 'value',
+  'health-http': 'value',
+  'health-interval': 'value',
+  'health-timeout': 'value',
+  'health-failures': 'value',
+  'health-start-period': 'value',
+}
+
+/**
+ * options.health from the --health-* flags, or undefined without a check.
+ * Each value is judged here in the flags' words; the library judges the
+ * rest (the URL), its words mapped to the flags' by RUN_WORDS.
+ */
+function healthOptions(opts) {
+  const port = opts['health-port']
+  const url = opts['health-http']
+  if (port !== undefined && url !== undefined) {
+    throw new UsageError('run', '--health-port and --health-http are two health checks: choose one')
+  }
+  if (port === undefined && url === undefined) {
+    for (const flag of ['health-interval', 'health-timeout', 'health-failures', 'health-start-period']) {
+      if (opts[flag] !== undefined)
+        throw new UsageError('run', `--${flag} needs a check: --health-port or --health-http`)
+    }
+    return undefined
+  }
+  const health = {
+    check: port !== undefined ? { port: integer('run', port, 'health-port', 1, 65535) } : { http: url },
+  }
+  if (opts['health-interval'] !== undefined) {
+    health.intervalMs = integer('run', opts['health-interval'], 'health-interval', 2, MAX_MS)
+  }
+  if (opts['health-timeout'] !== undefined) {
+    health.timeoutMs = integer('run', opts['health-timeout'], 'health-timeout', 1, MAX_MS)
+    const interval = health.intervalMs ?? 10_000
+    if (health.timeoutMs >= interval) {
+      throw new UsageError(
+        'run',
+        `--health-timeout must be less than --health-interval (${interval}), got ${health.timeoutMs}`,
+      )
+    }
+  }
+  if (opts['health-failures'] !== undefined) {
+    health.failures = integer('run', opts['health-failures'], 'health-failures', 1, MAX_MS)
+  }
+  if (opts['health-start-period'] !== undefined) {
+    health.startPeriodMs = integer('run', opts['health-start-period'], 'health-start-period', 0, MAX_MS)
+  }
+  return health
+}
 
 const SPEC = {
   name: 'value',
@@ -15,13 +69,39 @@ const SPEC = {
   'state-file': 'value',
   'ready-port': 'value',
   'ready-notify': 'flag',
+  ...HEALTH_SPEC,
   grace: 'value',
   'max-restarts': 'value',
   cgroup: 'flag',
   hup: 'value',
   prefix: 'flag',
   json: 'flag',
+  init: 'flag',
+  ...UNIT_SPEC,
 }
+
+/** The Supervisor's options as this verb's arguments name them. */
+const RUN_WORDS = {
+  command: 'COMMAND',
+  args: 'ARGS',
+  name: '--name',
+  restart: '--restart',
+  stateFile: '--state-file',
+  ready: '--ready-port',
+  'spawn.stop.graceMs': '--grace',
+  'crashLoop.maxRestarts': '--max-restarts',
+  'spawn.cwd': '--cwd',
+  'spawn.umask': '--umask',
+  'health.check.http': '--health-http',
+  'health.check.port': '--health-port',
+  'health.intervalMs': '--health-interval',
+  'health.timeoutMs': '--health-timeout',
+  'health.failures': '--health-failures',
+  'health.startPeriodMs': '--health-start-period',
+}
+
+// The package's internal init duties (lib/init.js), for PID 1 and --init.
+const INIT_DUTIES = Symbol.for('procward.initDuties')
 
 // The library's package-internal Supervisor option that makes it speak to
 // the service manager that started this process (see lib/supervisor/notify.js).
@@ -37,9 +117,9 @@ function errorFields(err) {
 async function main(argv, { help }) {
   const { opts, rest } = parse('run', argv, SPEC, { command: 0 })
   if (opts.help) return help()
-  if (rest === null || rest.length === 0) throw new UsageError('run', 'a COMMAND is needed (after --)')
-  const [command, ...args] = rest
-  const spawn = {}
+  const [command, ...args] = commandOf('run', rest)
+  // --cwd, --env, --env-file, --user, --umask: the daemon's, checked now.
+  const spawn = unitSpawnOptions(opts)
   if (opts.grace !== undefined) spawn.stop = { graceMs: integer('run', opts.grace, 'grace', 0, MAX_MS) }
   if (opts.cgroup) spawn.cgroup = true
   if (opts.prefix) spawn.stdio = ['ignore', 'pipe', 'pipe']
@@ -57,6 +137,8 @@ async function main(argv, { help }) {
     options.ready = { port: integer('run', opts['ready-port'], 'ready-port', 1, 65535) }
   }
   if (opts['ready-notify']) options.ready = { notify: true }
+  const health = healthOptions(opts)
+  if (health !== undefined) options.health = health
   // What the manager's socket had to say before the log was set up.
   const early = []
   let say = (text) => early.push(text)
@@ -88,7 +170,9 @@ async function main(argv, { help }) {
   } catch (err) {
     // A value the library refused is bad usage (--name ''); anything else
     // is a failure.
-    if (err instanceof TypeError || err instanceof RangeError) throw new UsageError('run', err.message)
+    if (err instanceof TypeError || err instanceof RangeError) {
+      throw new UsageError('run', common.inOurWords(err.message, RUN_WORDS))
+    }
     throw err
   }
   const name = sup.name
@@ -108,6 +192,14 @@ async function main(argv, { help }) {
   })
   sup.on('ready', (c) => log('ready', { pid: c?.pid ?? null }, c ? `pid ${c.pid}` : ''))
   sup.on('exit', (e) => log('exit', { ...e }, `pid ${e.pid} ${exitText(e)}${common.exitNote(e, options.restart)}`))
+  sup.on('unhealthy', (u) =>
+    log(
+      'unhealthy',
+      { pid: u.pid, failures: u.failures, limit: u.limit, error: errorFields(u.error) },
+      `pid ${u.pid} (${u.failures} of ${u.limit}): ${common.describe(u.error)}`,
+    ),
+  )
+  sup.on('healthy', (h) => log('healthy', { ...h }, `pid ${h.pid} (after ${h.failures} failed)`))
   sup.on('restart', (r) => log('restart', { ...r }, `attempt ${r.attempt} in ${r.delayMs} ms`))
   sup.on('takeover', (t) =>
     log(
@@ -122,9 +214,17 @@ async function main(argv, { help }) {
     sup.once('failed', (err) => resolve(err))
     sup.once('stopped', () => resolve(null))
   })
+  // A container's entrypoint (PID 1 of its pid namespace), or --init: the
+  // orphans the kernel hands us are reaped, as tini would (lib/init.js).
+  const init = common.procward()[INIT_DUTIES]
+  if (opts.init || init.isPidOne()) init.startInitDuties({ subreaper: !init.isPidOne() })
   sup.start().catch(() => {
     // Reported by 'failed' (or the signal that stopped it).
   })
+  // The supervisor's signal handlers are in place: bin/procward.js's early
+  // listeners (PID 1 only) step aside; a signal they kept pending reaches
+  // these.
+  globalThis[Symbol.for('procward.heldSignals')]?.()
   const failure = await ended
   await output.settle()
   const lastExit = sup.status().lastExit

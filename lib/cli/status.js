@@ -170,6 +170,16 @@ function bytes(n) {
   return u === 0 ? `${v}B` : `${v.toFixed(1)}${units[u]}`
 }
 
+/** The record's last health check (`child.health`), in a few words; null when there is none (or it is garbled). */
+function healthText(h, now) {
+  if (h === null || typeof h !== 'object' || typeof h.ok !== 'boolean') return null
+  const at = when(h.at)
+  const time = at === null ? '' : `, at ${at}${ago(at, now)}`
+  if (h.ok) return `ok${time}`
+  const n = Number.isSafeInteger(h.failures) && h.failures > 0 ? ` (${h.failures} in a row)` : ''
+  return `failing${n}${time}: ${typeof h.error === 'string' ? h.error : 'check failed'}`
+}
+
 function lines(file, r, j, usage, now) {
   const since = sinceOf(r, j)
   const out = [`${r.name} - procward supervisor (${file})`]
@@ -187,6 +197,7 @@ function lines(file, r, j, usage, now) {
     if (r.child.running && started !== null) field('Started', `${started}${ago(started, now)}`)
     if (r.child.running && ready !== null) field('Ready', `${ready}${ago(ready, now)}`)
     if (r.child.running && typeof r.child.status === 'string') field('Status', JSON.stringify(r.child.status))
+    if (r.child.running) field('Health', healthText(r.child.health, now))
   }
   field(
     'Supervisor',
@@ -199,7 +210,8 @@ function lines(file, r, j, usage, now) {
     const a = exitAt ? age(now - Date.parse(exitAt)) : null
     const at = exitAt ? `, at ${exitAt}${a === null ? '' : ` (${a} ago)`}` : ''
     const pid = Number.isSafeInteger(lastExit.pid) ? `pid ${lastExit.pid}, ` : ''
-    field('Last exit', `${pid}${common.exitText(lastExit)}${at}`)
+    const unhealthy = lastExit.reason === 'unhealthy' ? ', stopped as unhealthy' : ''
+    field('Last exit', `${pid}${common.exitText(lastExit)}${unhealthy}${at}`)
   }
   if (r.meta != null && r.child?.running) field('Meta', JSON.stringify(r.meta))
   if (usage !== null) {
@@ -222,6 +234,7 @@ async function main(argv, { help }) {
   const { opts, positional } = parse('status', argv, { json: 'flag' })
   if (opts.help) return help()
   if (positional.length !== 1) throw new UsageError('status', 'one STATE_FILE is needed')
+  if (positional[0] === '') throw new UsageError('status', 'STATE_FILE must not be empty')
   const file = positional[0]
   let r
   try {
@@ -247,7 +260,7 @@ async function main(argv, { help }) {
     }
     process.stdout.write(`${JSON.stringify({ ...(r ?? {}), judgement }, null, 2)}\n`)
   } else if (r === null) {
-    process.stderr.write(`procward: ${file}: no supervisor state recorded\n`)
+    process.stderr.write(`procward: ${file}: ${common.noRecord(file)}\n`)
   } else {
     process.stdout.write(`${lines(file, r, j, usage, now).join('\n')}\n`)
   }

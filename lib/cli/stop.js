@@ -17,12 +17,13 @@ async function main(argv, { help }) {
   const { opts, positional } = parse('stop', argv, { grace: 'value' })
   if (opts.help) return help()
   if (positional.length !== 1) throw new UsageError('stop', 'one STATE_FILE is needed')
+  if (positional[0] === '') throw new UsageError('stop', 'STATE_FILE must not be empty')
   const explicitGrace = opts.grace === undefined ? null : integer('stop', opts.grace, 'grace', 0, MAX_MS)
   const file = positional[0]
   const procward = common.procward()
   let r = procward.readSupervisorState(file)
   if (r === null) {
-    process.stderr.write(`procward: ${file}: no supervisor state recorded\n`)
+    process.stderr.write(`procward: ${file}: ${common.noRecord(file)}\n`)
     return 1
   }
   const refused = procward.distrustSupervisorState(file, r)

@@ -3,7 +3,11 @@
 const USAGE = {
   run: `usage: procward run [--name N] [--restart always|on-failure|never] [--state-file F]
                     [--ready-port P | --ready-notify] [--grace MS] [--max-restarts N]
-                    [--cgroup] [--hup stop|forward] [--prefix] [--json] -- COMMAND [ARGS...]
+                    [--health-port P | --health-http URL] [--health-interval MS]
+                    [--health-timeout MS] [--health-failures N] [--health-start-period MS]
+                    [--cgroup] [--hup stop|forward] [--prefix] [--json] [--init]
+                    [--cwd DIR] [--env K=V]... [--env-file FILE]... [--user USER[:GROUP]]
+                    [--umask 0NNN] -- COMMAND [ARGS...]
 
 Runs COMMAND under a supervisor in the foreground: restarted when it exits
 (with backoff; given up after a crash loop), and stopped with its whole
@@ -19,7 +23,7 @@ Under a service manager (NOTIFY_SOCKET set: a systemd unit with Type=notify, or
 a container runtime that speaks the protocol) procward reports READY=1 once
 COMMAND is ready (again after each restart's ready), STATUS= on each event,
 STOPPING=1 when it stops, and with WATCHDOG_USEC set, WATCHDOG=1 at half that
-period while COMMAND runs. Without a ready check, COMMAND counts as ready once
+period while procward's loop turns (in every state, a backoff too). Without a ready check, COMMAND counts as ready once
 it has run 1 s (a daemon that dies at start-up is never reported ready).
 NOTIFY_SOCKET and WATCHDOG_* are not passed on to COMMAND.
 
@@ -29,8 +33,19 @@ NOTIFY_SOCKET and WATCHDOG_* are not passed on to COMMAND.
                       a dead predecessor's child recorded there is stopped first
   --ready-port P      ready once something accepts connections on 127.0.0.1:P
   --ready-notify      ready once COMMAND sends READY=1 to the NOTIFY_SOCKET procward gives
-                      it (sd_notify(3); from COMMAND, its process group or its cgroup);
+                      it (sd_notify(3); from COMMAND, a descendant of it or its cgroup);
                       its STATUS= is recorded in the state file (Linux)
+  --health-port P     once ready, check every --health-interval that something accepts
+                      connections on 127.0.0.1:P; --health-failures failed checks in a row
+                      stop COMMAND with its group, and it is restarted as after a crash
+  --health-http URL   the same check as an HTTP GET of URL (http: or https:), passed by a
+                      2xx answer within --health-timeout (sees a hung or stopped daemon,
+                      which a port check does not: the kernel accepts connections for it)
+  --health-interval MS  from the end of one check to the next (default 10000)
+  --health-timeout MS   a check not passed by then failed (default 5000, or half the
+                        interval when less; less than the interval)
+  --health-failures N   failed checks in a row that stop COMMAND (default 3)
+  --health-start-period MS  failures within MS of ready are not counted (default 0)
   --grace MS          time the child gets to exit after SIGTERM (default 5000)
   --max-restarts N    restarts allowed within 60 s before giving up (default 5)
   --cgroup            contain the child in a cgroup of its own (where supported)
@@ -38,13 +53,30 @@ NOTIFY_SOCKET and WATCHDOG_* are not passed on to COMMAND.
                       passed on to COMMAND (a daemon's reload)
   --prefix            prefix each line COMMAND writes with its name (and the time, as
                       for our own lines); its output is then read through pipes
-  --json              log events as JSON lines`,
+  --json              log events as JSON lines
+  --init              reap orphaned descendants, as a container's init does (implied
+                      when procward is PID 1: docker run without --init)
+
+COMMAND's own, as a unit's WorkingDirectory=, Environment=, EnvironmentFile=,
+User=/Group= and UMask= (procward itself keeps its own; each is checked before
+anything starts, and one that is missing is bad usage, exit 2):
+
+  --cwd DIR             COMMAND's working directory (a relative COMMAND is found from it)
+  --env K=V             set K in COMMAND's environment (repeatable; wins over --env-file)
+  --env-file FILE       read variables from FILE, in systemd's EnvironmentFile= syntax
+                        (KEY=VALUE lines, # or ; comments, quotes, trailing  joins lines;
+                        no 'export'); repeatable, a later one winning
+  --user USER[:GROUP]   run COMMAND as USER (a name or a uid) with GROUP (default: USER's
+                        primary group); USER, LOGNAME, HOME and SHELL from its passwd
+                        entry; supplementary groups are dropped. Needs root (or
+                        CAP_SETUID and CAP_SETGID)
+  --umask 0NNN          COMMAND's umask, in octal (Linux)`,
   status: `usage: procward status STATE_FILE [--json]
 
 Tells what a supervisor recorded in STATE_FILE, judged now: active (running),
 activating, deactivating, failed or inactive (dead), since when, the main pid,
-restarts, the last exit, the ready time, and with a cgroup its tasks, memory
-and CPU. Exit status (LSB): 0 running, 3 not running, 4 unknown.
+restarts, the last exit, the ready time, the last health check, and with a
+cgroup its tasks, memory and CPU. Exit status (LSB): 0 running, 3 not running, 4 unknown.
 
   --json    print the record and the judgement as JSON`,
   stop: `usage: procward stop STATE_FILE [--grace MS]
@@ -57,21 +89,25 @@ the supervisor is dead.
   --grace MS    time each gets to exit after SIGTERM before SIGKILL (default: the
                 supervisor's own, as recorded; else 5000)`,
   lock: `usage: procward lock FILE [--wait[=MS]] [--] COMMAND [ARGS...]
-       procward lock --postgres URL --key KEY [--wait[=MS]] [--] COMMAND [ARGS...]
+       procward lock --postgres URL --key KEY [--wait[=MS]] [--host-loss-ms MS] [--] COMMAND [ARGS...]
 
 Runs COMMAND while holding an exclusive lock on FILE (flock(2), as flock(1)
 does), with a holder record in FILE; with --postgres, a PostgreSQL session
 advisory lock named KEY instead (needs the pg package), for more than one
 host. Exits with COMMAND's status, or 75 when the lock is held by another
-process (or, with --postgres, lost). SIGTERM, SIGINT and SIGHUP are passed on
-to COMMAND (a Ctrl-C at a terminal reaches it directly, and is not passed on
-twice); the lock is held until COMMAND has exited, and a second signal
-SIGKILLs it. A COMMAND that cannot be found exits 127, one that cannot be run
-126.
+process (or, with --postgres, lost: COMMAND's group then gets SIGTERM, and
+SIGKILL before the server can free the lock). SIGTERM, SIGINT and SIGHUP are
+passed on to COMMAND (a Ctrl-C at a terminal reaches it directly, and is not
+passed on twice); the lock is held until COMMAND has exited, and a second
+signal SIGKILLs it. A COMMAND that cannot be found exits 127, one that cannot
+be run 126. With --postgres, COMMAND's environment has PROCWARD_LOCK_FENCE
+(to fence its writes), PROCWARD_LOCK_KEY and PROCWARD_LOCK_HOLDER (JSON).
 
-  --wait[=MS]     wait for the lock (at most MS milliseconds) instead of failing at once
-  --postgres URL  lock on this PostgreSQL server (postgres://...) rather than a file
-  --key KEY       the lock's name on the server (required with --postgres)`,
+  --wait[=MS]        wait for the lock (at most MS milliseconds) instead of failing at once
+  --postgres URL     lock on this PostgreSQL server (postgres://...) rather than a file
+  --key KEY          the lock's name on the server (required with --postgres)
+  --host-loss-ms MS  with --postgres: the bound on a takeover after this host is lost
+                     (at least 2000; default 10000)`,
 }
 
 const MAIN_USAGE = `usage: procward <command> [options]

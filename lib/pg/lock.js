@@ -2,6 +2,7 @@
 // which probes its session so that `signal` aborts before the server can
 // have let the lock go.
 
+const asyncHooks = require('node:async_hooks')
 const os = require('node:os')
 const { brand, typeError } = require('../errors')
 const { abortError, connectionError, fromServer, lockedError, queryError } = require('./errors')
@@ -13,6 +14,7 @@ const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')
 const signalAborted = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'aborted').get
 const signalReason = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'reason').get
 const INTERNAL = Symbol('PgLock.internal')
+const DEADLINE = Symbol('PgLock.deadline')
 
 const ACQUIRE_KEYS = ['connection', 'key', 'wait', 'signal', 'hostLossMs', 'purpose', 'schema']
 const TRY_KEYS = ['connection', 'key', 'hostLossMs', 'purpose', 'schema']
@@ -21,6 +23,75 @@ const READ_KEYS = ['connection', 'key', 'schema']
 // A held lock stays referenced until release(): it ends with release() or
 // with its process, never at a garbage collection.
 const held = new Set()
+
+// ---- the stall watch ---------------------------------------------------------------------------
+
+/**
+ * The locks whose safety window is judged before every callback. After a
+ * stall (a blocked event loop, SIGSTOP) the deadline's timer runs in turn
+ * with the caller's own timers, maybe after one of them (a timer made
+ * during the stall is ordered by the loop's stale time, so before ours); a
+ * look at `lock.signal` judges the window itself, but a signal derived from
+ * it (`AbortSignal.any`, fetch's, a child process's) only aborts when
+ * lock.signal is aborted. So, while a lock is watched, an async hook judges
+ * the windows before each callback runs (timer, immediate, I/O, promise
+ * continuation): the first callback after the stall finds lock.signal and
+ * everything derived from it aborted. Costs a call and a clock read per
+ * callback while a lock is held, nothing once none is. Where the runtime
+ * has no async hooks (Bun), the deadline's timer and the look remain.
+ */
+const watched = new Map() // lock → its judge
+let nextDeadline = Number.POSITIVE_INFINITY
+let stallHook = null
+let judging = false
+const noop = () => {}
+
+function judgeWatched() {
+  if (judging || performance.now() < nextDeadline) return
+  judging = true
+  // The callback about to run. An abort listener that clears this very
+  // timer (or the lock's own clearing of its deadline, when that is the
+  // one) leaves Node calling a callback that is gone: it gets one that
+  // does nothing, which is what clearing it asked for.
+  const resource = asyncHooks.executionAsyncResource()
+  const timer = typeof resource?._onTimeout === 'function' ? resource : null
+  try {
+    for (const judge of [...watched.values()]) judge()
+  } finally {
+    judging = false
+    if (timer !== null && timer._onTimeout === null) timer._onTimeout = noop
+    rewatch()
+  }
+}
+
+function newStallHook() {
+  try {
+    return asyncHooks.createHook({ before: judgeWatched })
+  } catch {
+    return null
+  }
+}
+
+/** The earliest deadline of the watched locks, after one of them moved. */
+function rewatch() {
+  nextDeadline = Number.POSITIVE_INFINITY
+  for (const lock of watched.keys()) nextDeadline = Math.min(nextDeadline, lock[DEADLINE]())
+}
+
+function watch(lock, judge) {
+  watched.set(lock, judge)
+  if (watched.size === 1) {
+    stallHook ??= newStallHook()
+    stallHook?.enable()
+  }
+  rewatch()
+}
+
+function unwatch(lock) {
+  if (!watched.delete(lock)) return
+  if (watched.size === 0) stallHook?.disable()
+  rewatch()
+}
 
 class PgLock {
   #client
@@ -60,7 +131,6 @@ class PgLock {
     const client = this.#client
     client.on('error', (err) => this.#lose('the lock session failed', err, true))
     client.on('end', () => this.#lose('the lock session ended', null, true))
-    if (client._ended) this.#lose('the lock session ended', null, true)
     // Like the file lock, a held lock does not keep the process alive: it
     // ends with its process.
     client.unref()
@@ -68,14 +138,17 @@ class PgLock {
     this.#probeTimer.unref()
     this.#armDeadline()
     this.#judgeOnEveryLook()
+    watch(this, () => this.#judgeDeadline())
+    if (client._ended) this.#lose('the lock session ended', null, true)
   }
 
   /**
-   * After a stall (a blocked event loop, SIGSTOP) the deadline's timer runs
-   * in turn with the caller's own timers, maybe after one that does guarded
-   * work. So the signal judges the window whenever it is looked at: the
-   * first `aborted`, `reason` or `throwIfAborted()` after a stall longer
-   * than the window sees the loss.
+   * After a stall (a blocked event loop, SIGSTOP) the window is judged
+   * before the next callback (the stall watch, above); code that goes on in
+   * the very callback that stalled has not yielded yet. So the signal also
+   * judges the window whenever it is looked at: the first `aborted`,
+   * `reason` or `throwIfAborted()` after a stall longer than the window
+   * sees the loss.
    */
   #judgeOnEveryLook() {
     const judge = () => this.#judgeDeadline()
@@ -144,7 +217,13 @@ class PgLock {
     return this.#released
   }
 
+  /** @internal When the window runs out, on performance.now()'s clock. */
+  [DEADLINE]() {
+    return this.#lastOk + this.#timing.windowMs
+  }
+
   #armDeadline() {
+    if (watched.has(this)) rewatch()
     if (this.#deadline !== null) clearTimeout(this.#deadline)
     const left = this.#lastOk + this.#timing.windowMs - performance.now()
     this.#deadline = setTimeout(
@@ -180,6 +259,7 @@ class PgLock {
   }
 
   #stopWatching() {
+    unwatch(this)
     if (this.#probeTimer !== null) clearInterval(this.#probeTimer)
     if (this.#deadline !== null) clearTimeout(this.#deadline)
     this.#probeTimer = null

@@ -6,14 +6,16 @@ const validate = require('../validate')
 const { pg } = require('./driver')
 const { DEFAULT_HOST_LOSS_MS, IDENT_MAX_BYTES, timing } = require('./session')
 
-/** Keepalive settings are whole seconds, and three of them must fit. */
-const MIN_HOST_LOSS_MS = 2000
+/**
+ * Keepalive settings are whole seconds: a server gives up on a silent session
+ * 2 s after its last packet at the soonest (idle 1 + interval 1), and the
+ * bound needs a margin on top (lib/pg/session.js, timing).
+ */
+const MIN_HOST_LOSS_MS = 3000
 const DEFAULT_SCHEMA = 'public'
 /** UTF-8 bytes; a key is stored (primary key) beside its fence. */
 const KEY_MAX_BYTES = 1024
 const PURPOSE_MAX = 4096
-/** Linux's limits for TCP_KEEPIDLE / TCP_KEEPINTVL (seconds). */
-
 function checkKeys(options, keys, fn) {
   if (options === null || typeof options !== 'object' || Array.isArray(options)) {
     throw typeError(`options must be an object, got ${validate.describe(options)}`)

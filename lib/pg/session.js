@@ -37,16 +37,21 @@ function lockIds(k) {
  *
  * The server ends a silent session once keepalives go unanswered: never
  * before `idle` seconds after the last packet it received from us (the
- * keepalive timer starts there; with TCP_USER_TIMEOUT set, Linux gives up
- * at the first probe past that timeout), and no later than idle + interval
- * (Linux) or idle + interval × count (elsewhere), both within hostLossMs.
- * Unacknowledged data is given up after tcp_user_timeout, sent after
- * something we sent. So the lock is held at least `idle` s after the send
- * of our last answered probe: the holder aborts its signal `windowMs` after
- * that send, a margin earlier, and probes four times per window.
+ * keepalive timer starts there), at the first keepalive check past
+ * tcp_user_timeout with a probe unanswered (Linux: idle + interval here,
+ * whatever a smaller tcp_user_timeout says, as keepalive settings are whole
+ * seconds), idle + interval × count elsewhere. Unacknowledged data is given
+ * up tcp_user_timeout after it was sent, after something we sent. All of it
+ * fits in hostLossMs less a margin: the kernel's timers fire up to an eighth
+ * of their length late (its timer wheel), and the server takes a moment to
+ * end the backend and hand the lock on; so the smallest hostLossMs, 3000,
+ * leaves a second. The lock is held at least `idle` s after the send of our
+ * last answered probe: the holder aborts its signal `windowMs` after that
+ * send, a margin earlier, and probes four times per window.
  */
 function timing(hostLossMs) {
-  const s = Math.floor(hostLossMs / 1000)
+  const marginMs = Math.max(1000, Math.ceil(hostLossMs / 8))
+  const s = Math.max(2, Math.floor((hostLossMs - marginMs) / 1000))
   const idle = Math.min(KEEPALIVE_MAX_S, Math.max(1, Math.floor(s / 2)))
   const rest = Math.max(1, Math.min(s - idle, 2 * KEEPALIVE_MAX_S))
   const count = Math.min(3, rest)

@@ -2,8 +2,8 @@
 //
 // In: `ready: { notify: true }`. Each attempt gets a socket of its own
 // (abstract, random name) as the child's NOTIFY_SOCKET; the child is ready
-// at the first `READY=1` sent by the child itself, a member of the process
-// group it leads, or a process in its cgroup (judged natively, by the
+// at the first `READY=1` sent by the child itself, a process descending
+// from it, or a process in its cgroup (judged natively, by the
 // kernel-attached credentials, the moment the message is read); its
 // `STATUS=` lines become the record's child.status. Anything else is
 // ignored and counted. The socket closes when the attempt ends (the child's
@@ -11,12 +11,19 @@
 //
 // Out: `procward run` under a service manager (systemd `Type=notify`, or a
 // container runtime that speaks the protocol). READY=1 once the daemon is
-// ready, again after each restart's ready, STATUS= on each lifecycle event,
+// ready, again after each restart's ready, STATUS= on each lifecycle event (each failed health check too),
 // STOPPING=1 when the stop begins, and WATCHDOG=1 at half WATCHDOG_USEC
-// while a child runs — from a timer on our own event loop, so a loop that is
-// stuck sends nothing and the manager's watchdog sees it. Sending never
+// from start() to the end, in every state (starting, running, backoff,
+// stopping): it says "procward's loop turns", from a timer on that loop, so
+// a loop that is stuck sends nothing and the manager's watchdog sees it. A
+// crash loop is reported by STATUS= and, when it gives up, by exiting, never
+// by a watchdog kill of a healthy supervisor in the middle of a backoff.
+// When WATCHDOG_PID or SYSTEMD_EXEC_PID (or, under systemd, our parent)
+// shows the manager started another process (npx, a shell), it says so
+// once, with what to change: the manager hears only its main process. Sending never
 // waits: a full queue drops the message (said once).
 
+const fs = require('node:fs')
 const native = require('../../binding.js')
 const { brand, callNative, fromNative, typeError } = require('../errors')
 const { abortError } = require('../validate')
@@ -24,6 +31,49 @@ const { describeExit } = require('./attempt')
 
 /** The manager's variables: ours to read, never a child's to inherit. */
 const MANAGER_VARS = Object.freeze(['NOTIFY_SOCKET', 'WATCHDOG_USEC', 'WATCHDOG_PID'])
+
+/** What to change when procward is not the process the manager started (docs/service-manager.md). */
+const MAIN_PROCESS_FIX =
+  'make procward the main process: ExecStart=<app>/node_modules/.bin/procward run ... with ' +
+  'WorkingDirectory=<app> (never npx, npm exec or a shell that stays: the manager takes READY=1 and ' +
+  'watches the watchdog of the process it started)'
+
+/** A process's name (comm), or null. */
+function commOf(pid) {
+  try {
+    return fs.readFileSync(`/proc/${pid}/comm`, 'latin1').trim()
+  } catch {
+    return null
+  }
+}
+
+/**
+ * Why `env` shows this process is not the one the service manager started
+ * (and expects READY=1 and WATCHDOG=1 from), or null: WATCHDOG_PID or
+ * systemd's SYSTEMD_EXEC_PID names another pid; or, under systemd
+ * (INVOCATION_ID) without either, our parent is neither PID 1 nor a
+ * systemd (a user manager) — an npx, npm or shell in between.
+ */
+function notMainProcess(env) {
+  const own = String(process.pid)
+  const wpid = env.WATCHDOG_PID
+  if (wpid !== undefined && wpid !== '' && wpid !== own) {
+    return `WATCHDOG_PID=${wpid} names another process, not procward (pid ${own}): no watchdog pings are sent, and the manager will kill the unit`
+  }
+  const exec = env.SYSTEMD_EXEC_PID
+  if (exec !== undefined && exec !== '' && exec !== own) {
+    return `the service manager started pid ${exec}, not procward (pid ${own}): it refuses READY=1 from any other process unless NotifyAccess=all`
+  }
+  if (exec === undefined && env.INVOCATION_ID !== undefined && process.platform === 'linux') {
+    const ppid = process.ppid
+    if (ppid !== 1 && commOf(ppid) !== 'systemd') {
+      return `procward's parent is pid ${ppid} (${commOf(ppid) ?? '?'}), not the service manager: it refuses READY=1 from a process it did not start unless NotifyAccess=all`
+    }
+  }
+  return null
+}
+
+let mainProcessSaid = false
 
 /** Whether this OS speaks the protocol (Linux). */
 function supported() {
@@ -77,10 +127,10 @@ class NotifyIn {
   watch(child, signal, onStatus) {
     if (this.#closed) return
     this.#onStatus = onStatus
+    // The child and its descendants (judged by their parent chain), and its
+    // cgroup; never its process group as such, which anyone of our session
+    // may join.
     const peers = { child: child.pid }
-    // Only a group the child leads: sharing ours, its "group" would be
-    // every process of this one's, us included.
-    if (child.pgid !== null && child.pgid === child.pid) peers.group = child.pgid
     if (child.cgroup !== null) peers.cgroup = child.cgroup
     try {
       callNative(() => this.#rx.start(peers, () => this.#drain()))
@@ -119,7 +169,7 @@ class NotifyIn {
         this.refused++
         if (!refusalSaid) {
           refusalSaid = true
-          const why = m.oversized ? 'longer than 4096 bytes' : 'not the child, its process group or its cgroup'
+          const why = m.oversized ? 'longer than 4096 bytes' : 'not the child, a descendant of it or in its cgroup'
           process.emitWarning(`procward: ignored a notify message from pid ${m.pid}: ${why} (said once)`, {
             code: 'PROCWARD_NOTIFY_REFUSED',
           })
@@ -168,8 +218,14 @@ function serviceManager(env, say) {
   const socket = env.NOTIFY_SOCKET
   const usec = env.WATCHDOG_USEC
   const wpid = env.WATCHDOG_PID
+  const notMain = socket === undefined || socket === '' ? null : notMainProcess(env)
   for (const k of MANAGER_VARS) delete env[k]
   if (socket === undefined || socket === '') return null
+  if (notMain !== null && !mainProcessSaid) {
+    // Once per process: the unit is wrong, not this supervisor.
+    mainProcessSaid = true
+    say(`${notMain}; ${MAIN_PROCESS_FIX}`)
+  }
   let sender
   try {
     sender = callNative(() => native.NotifySender.open(socket))
@@ -226,7 +282,8 @@ function statusText(text) {
  * the supervisor has a ready check. Without one a child is ready the moment
  * it is spawned, which says nothing of a daemon that dies at start-up, so
  * the manager hears READY=1 only once it has run SETTLE_MS (a crash loop is
- * never reported ready). Returns `stopping()`, for the start of a stop.
+ * never reported ready). Returns `starting()` and `stopping()`, for the
+ * start of a run and of a stop.
  */
 function speakFor(sup, manager, checked) {
   const name = sup.name
@@ -237,24 +294,20 @@ function speakFor(sup, manager, checked) {
     if (settle !== null) clearTimeout(settle)
     settle = null
   }
-  // While a child runs, and only while this loop turns: a stuck loop sends
-  // nothing, which is what the manager's watchdog is for. Started with the
-  // first child (or adopted orphan), ended with the supervisor.
+  // In every state, and only while this loop turns: a stuck loop sends
+  // nothing, which is what the manager's watchdog is for. Started with
+  // start(), ended with the supervisor (stopped or failed).
   const watch = () => {
     if (watchdog !== null || manager.watchdogMs === null) return
-    watchdog = setInterval(() => {
-      if (sup.status().pid !== null) manager.send('WATCHDOG=1')
-    }, manager.watchdogMs)
+    watchdog = setInterval(() => manager.send('WATCHDOG=1'), manager.watchdogMs)
     watchdog.unref()
   }
   const ready = (pid) => manager.send('READY=1', statusText(`${name} running, pid ${pid}`))
   sup.on('spawn', (c) => {
     stopping = false
-    watch()
     manager.send(statusText(`${name} starting, pid ${c.pid}`))
   })
   sup.on('running', ({ pid, adopted }) => {
-    watch()
     clearSettle()
     if (checked || adopted) return ready(pid)
     manager.send(statusText(`${name} running, pid ${pid} (ready once it has run ${SETTLE_MS} ms)`))
@@ -268,6 +321,13 @@ function speakFor(sup, manager, checked) {
     clearSettle()
     manager.send(statusText(`${name} pid ${e.pid} ${describeExit(e)}`))
   })
+  // Health after ready: each failed check, and a recovery.
+  sup.on('unhealthy', (u) =>
+    manager.send(
+      statusText(`${name} unhealthy, pid ${u.pid}: ${u.failures} of ${u.limit} checks failed: ${u.error.message}`),
+    ),
+  )
+  sup.on('healthy', (h) => manager.send(statusText(`${name} running, pid ${h.pid} (healthy again)`)))
   sup.on('restart', (r) => manager.send(statusText(`${name} restarting in ${r.delayMs} ms (attempt ${r.attempt})`)))
   sup.on('takeover', (t) => manager.send(statusText(`${name} took over pid ${t.pid} (${t.action})`)))
   const end = (text) => {
@@ -282,6 +342,10 @@ function speakFor(sup, manager, checked) {
   sup.on('failed', (err) => end(`${name} failed: ${err.message}`))
   sup.on('stopped', () => end(`${name} stopped`))
   return {
+    /** start() begins a run: the watchdog is fed from now on. */
+    starting() {
+      watch()
+    },
     /** A stop begins. */
     stopping() {
       clearSettle()
@@ -303,18 +367,23 @@ function speakFor(sup, manager, checked) {
  */
 const SERVICE_MANAGER = Symbol.for('procward.serviceManager')
 
-/**
- * The supervisor's voice to its manager (speakFor's), when `options` asks
- * for one and a manager started us; else null. `checked`: it has a ready
- * check.
- */
-function speaker(sup, options, checked) {
-  const o = options[SERVICE_MANAGER]
-  if (o === undefined) return null
-  if (o === null || typeof o !== 'object' || typeof o.say !== 'function') {
+/** The SERVICE_MANAGER option, read once by options.js: null (not asked for), or `{ say }`. */
+function checkServiceManager(value) {
+  if (value === undefined) return null
+  if (value === null || typeof value !== 'object' || typeof value.say !== 'function') {
     throw typeError('the service manager option must be { say(text) }')
   }
-  const manager = serviceManager(process.env, o.say)
+  return { say: value.say }
+}
+
+/**
+ * The supervisor's voice to its manager (speakFor's), when its options
+ * asked for one (`asked`: checkServiceManager's) and a manager started us;
+ * else null. `checked`: it has a ready check.
+ */
+function speaker(sup, asked, checked) {
+  if (asked === null) return null
+  const manager = serviceManager(process.env, asked.say)
   return manager === null ? null : speakFor(sup, manager, checked)
 }
 
@@ -336,6 +405,7 @@ module.exports = {
   listen,
   serviceManager,
   speaker,
+  checkServiceManager,
   checkNotifyReady,
   fields,
   supported,

@@ -8,7 +8,7 @@ const { isMainThread } = require('node:worker_threads')
 const { rangeError, typeError } = require('../errors')
 const validate = require('../validate')
 const { checkSpawnOptions, nativeStopOptions, NOTIFY_FD, notifyFd, SPAWN_KEYS, STOP_KEYS } = require('../supervised')
-const { checkNotifyReady } = require('./notify')
+const { checkNotifyReady, checkServiceManager, SERVICE_MANAGER } = require('./notify')
 const { MARK_VAR } = require('./state-file')
 
 const DEFAULTS = Object.freeze({
@@ -17,6 +17,7 @@ const DEFAULTS = Object.freeze({
   crashLoop: Object.freeze({ maxRestarts: 5, windowMs: 60_000 }),
   readyTimeoutMs: 30_000,
   takeover: 'stop',
+  health: Object.freeze({ intervalMs: 10_000, timeoutMs: 5000, failures: 3, startPeriodMs: 0 }),
 })
 const OPTION_KEYS = [
   'command',
@@ -28,9 +29,11 @@ const OPTION_KEYS = [
   'crashLoop',
   'ready',
   'readyTimeoutMs',
+  'health',
   'stateFile',
   'takeover',
   'handleSignals',
+  'meta',
 ]
 // What spawnSupervised takes, but `signal`: a supervisor is stopped with
 // stop(), not by aborting one child.
@@ -95,6 +98,84 @@ function checkReady(value) {
     'options.ready must be { port, host? }, { stdout }, { stderr }, { notifyFd }, { notify: true } or a function',
     'ERR_INVALID_ARG_VALUE',
   )
+}
+
+/** A whole number of milliseconds in min..=2^31-1 (a health timer's period), or `fallback`. */
+function wholeMs(value, name, min, fallback, why = '') {
+  return value === undefined ? fallback : validate.integer(value, name, min, validate.DURATION_MAX, why)
+}
+
+/** options.health.check → { kind: 'port', port, host } | { kind: 'http', url, status } | { kind: 'function', fn }. */
+function checkHealthCheck(value) {
+  const name = 'options.health.check'
+  if (typeof value === 'function') return { kind: 'function', fn: value }
+  const shapes = `${name} must be { port, host? }, { http, status? } or a function (child, signal) => Promise`
+  if (value === undefined) throw typeError(`${shapes}, got undefined`, 'ERR_INVALID_ARG_VALUE')
+  validate.object(value, name)
+  const has = (k) => value[k] !== undefined
+  if (has('port') && has('http')) {
+    throw typeError(`${name} takes a port or an http URL, not both: choose one`, 'ERR_INVALID_ARG_VALUE')
+  }
+  if (has('port')) {
+    validate.knownKeys(value, ['port', 'host'], name)
+    return {
+      kind: 'port',
+      port: validate.integer(value.port, `${name}.port`, 1, 65535),
+      host: value.host === undefined ? '127.0.0.1' : validate.nonEmptyString(value.host, `${name}.host`),
+    }
+  }
+  if (has('http')) {
+    validate.knownKeys(value, ['http', 'status'], name)
+    const text = validate.nonEmptyString(value.http, `${name}.http`)
+    let url = null
+    try {
+      url = new URL(text)
+    } catch {
+      // worded below
+    }
+    if (url === null || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+      throw typeError(
+        `${name}.http must be an http: or https: URL, got ${validate.describe(text)}`,
+        'ERR_INVALID_ARG_VALUE',
+      )
+    }
+    const status = value.status === undefined ? null : validate.integer(value.status, `${name}.status`, 100, 599)
+    return { kind: 'http', url: url.href, status }
+  }
+  throw typeError(`${shapes}, got an object with neither`, 'ERR_INVALID_ARG_VALUE')
+}
+
+/**
+ * options.health → null (no checks after ready), or the checks' settings,
+ * frozen. timeoutMs defaults to 5000, or half of intervalMs where that is
+ * less (so that `{ intervalMs: 1000 }` alone is valid); one given must be
+ * less than intervalMs.
+ */
+function checkHealth(value) {
+  if (value === undefined) return null
+  const h = validate.object(value, 'options.health')
+  validate.knownKeys(h, ['check', ...Object.keys(DEFAULTS.health)], 'options.health')
+  const check = checkHealthCheck(h.check)
+  const d = DEFAULTS.health
+  const intervalMs = wholeMs(h.intervalMs, 'options.health.intervalMs', 2, d.intervalMs, ' (above timeoutMs)')
+  const timeoutMs = wholeMs(
+    h.timeoutMs,
+    'options.health.timeoutMs',
+    1,
+    Math.min(d.timeoutMs, Math.floor(intervalMs / 2)),
+  )
+  if (timeoutMs >= intervalMs) {
+    throw rangeError(
+      `options.health.timeoutMs must be less than options.health.intervalMs (${intervalMs}), got ${timeoutMs}`,
+    )
+  }
+  return Object.freeze({
+    ...check,
+    intervalMs,
+    timeoutMs,
+    failures: wholeMs(h.failures, 'options.health.failures', 1, d.failures),
+    startPeriodMs: wholeMs(h.startPeriodMs, 'options.health.startPeriodMs', 0, d.startPeriodMs),
+  })
 }
 
 function checkBackoff(value) {
@@ -165,16 +246,20 @@ function checkOptions(options) {
     crashLoop: checkCrashLoop(options.crashLoop),
     ready: checkReady(options.ready),
     readyTimeoutMs: ms(options.readyTimeoutMs, 'options.readyTimeoutMs', DEFAULTS.readyTimeoutMs, true),
+    health: checkHealth(options.health),
     stateFile:
       options.stateFile === undefined
         ? null
         : path.resolve(validate.nonEmptyString(options.stateFile, 'options.stateFile')),
     takeover: validate.oneOf(options.takeover, ['stop', 'adopt'], 'options.takeover', DEFAULTS.takeover),
     handleSignals: checkHandleSignals(options.handleSignals),
+    meta: checkMetaOption(options.meta),
   }
   // The spawn options themselves, checked now rather than at the first
   // spawn (the native options builder checks everything, starts nothing).
   checkSpawnOptions(spawnOptions(opts, undefined))
+  // Package-internal (what `procward run` sets): see notify.SERVICE_MANAGER.
+  opts.serviceManager = checkServiceManager(options[SERVICE_MANAGER])
   return opts
 }
 
@@ -201,9 +286,7 @@ function spawnOptions(opts, env, mark = null, notifyIn = null) {
 
 /** stop()'s options over the spawn's stop defaults. */
 function stopOptions(opts, options) {
-  if (options === undefined) return { ...opts.stopDefaults }
-  checkStop(options, 'options')
-  return { ...opts.stopDefaults, ...options }
+  return { ...opts.stopDefaults, ...checkStop(options, 'options') }
 }
 
 /** restart()'s options: { args?, env? }, checked against the spawn options. */
@@ -226,6 +309,11 @@ const STATUS_MAX = 4096
 /** setMeta()'s argument: a plain JSON object (copied, so later changes do not leak in), or null. */
 function checkMeta(value) {
   if (value === null) return null
+  // A Promise is an object, and JSON of it is {}: an async meta function
+  // would publish nothing without a word.
+  if (typeof value?.then === 'function') {
+    throw typeError('meta must be an object or null, got a Promise (meta: a function must return the object itself)')
+  }
   if (typeof value !== 'object' || Array.isArray(value)) {
     throw typeError(`meta must be an object or null, got ${validate.describe(value)}`)
   }
@@ -240,6 +328,23 @@ function checkMeta(value) {
     throw rangeError(`meta must be at most ${META_MAX} characters as JSON, got ${text.length}`)
   }
   return JSON.parse(text)
+}
+
+/**
+ * options.meta: published with every child once it runs (see the
+ * Supervisor's #publishMeta). A function gets the 'running' event's
+ * { pid, identity, adopted } and returns the child's meta (checked as
+ * setMeta's); an object is checked now and copied for every child. null
+ * without one.
+ */
+function checkMetaOption(value) {
+  if (value === undefined || value === null) return null
+  if (typeof value === 'function') return value
+  if (typeof value !== 'object' || Array.isArray(value)) {
+    throw typeError(`options.meta must be an object or a function (child) => object, got ${validate.describe(value)}`)
+  }
+  const checked = checkMeta(value)
+  return () => checked
 }
 
 /** setChildStatus()'s argument: a string (cut at STATUS_MAX characters), or null. */

@@ -6,7 +6,7 @@
 const net = require('node:net')
 const { NOTIFY_STREAM } = require('../supervised')
 const { abortError } = require('../validate')
-const { supervisorError } = require('./attempt')
+const { messageOf, supervisorError } = require('./attempt')
 const procfs = require('./procfs')
 
 const noop = () => {}
@@ -26,19 +26,28 @@ function sleepFor(delayMs, signal) {
   })
 }
 
-function connects(port, host, signal) {
+/**
+ * One connection to `host:port`, closed at once: resolves null once it is
+ * accepted, or the error (an AbortError when `signal` aborts first).
+ */
+function tryConnect(port, host, signal) {
   return new Promise((resolve) => {
+    if (signal.aborted) return resolve(abortError(signal))
     const sock = net.connect({ port, host })
-    const done = (ok) => {
+    const done = (err) => {
       signal.removeEventListener('abort', onAbort)
       sock.destroy()
-      resolve(ok)
+      resolve(err)
     }
-    const onAbort = () => done(false)
-    sock.once('connect', () => done(true))
-    sock.once('error', () => done(false))
+    const onAbort = () => done(abortError(signal))
+    sock.once('connect', () => done(null))
+    sock.once('error', (err) => done(err))
     signal.addEventListener('abort', onAbort, { once: true })
   })
+}
+
+async function connects(port, host, signal) {
+  return (await tryConnect(port, host, signal)) === null
 }
 
 /**
@@ -149,9 +158,9 @@ function whenReady(ready, run, timeoutMs, name) {
       clearTimeout(timer)
       throw timedOut
         ? supervisorError('ERR_READY_TIMEOUT', `${name} was not ready within ${timeoutMs} ms`)
-        : supervisorError('ERR_READY_FAILED', `${name}'s ready check failed: ${err?.message ?? err}`, { cause: err })
+        : supervisorError('ERR_READY_FAILED', `${name}'s ready check failed: ${messageOf(err)}`, { cause: err })
     },
   )
 }
 
-module.exports = { whenReady }
+module.exports = { whenReady, tryConnect }

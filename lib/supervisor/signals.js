@@ -41,13 +41,13 @@ function takenNatively(sig, taken) {
   return ((taken >> BigInt(constants.signals[sig] - 1)) & 1n) === 1n
 }
 
-/** The signals caught or ignored now (a SigCgt | SigIgn mask), 0n where unknown. */
-function takenMask() {
+/** The union of the signal masks `fields` of /proc/self/status, 0n where unknown. */
+function statusMask(fields) {
   if (process.platform !== 'linux') return 0n
   try {
     const status = fs.readFileSync('/proc/self/status', 'latin1')
     let mask = 0n
-    for (const field of ['SigCgt', 'SigIgn']) {
+    for (const field of fields) {
       const m = new RegExp(`^${field}:\\s*([0-9a-f]+)$`, 'm').exec(status)
       if (m !== null) mask |= BigInt(`0x${m[1]}`)
     }
@@ -55,6 +55,11 @@ function takenMask() {
   } catch {
     return 0n
   }
+}
+
+/** The signals caught or ignored now (a SigCgt | SigIgn mask), 0n where unknown. */
+function takenMask() {
+  return statusMask(['SigCgt', 'SigIgn'])
 }
 
 /** Supervisors that opted in and are between start() and their end → their SIGHUP choice. */
@@ -108,6 +113,11 @@ function onProcessSignal(sig) {
     // Die of the signal itself (exit status 128 + n, as a shell reports
     // it), never process.exit(). Windows cannot raise SIGBREAK or SIGHUP:
     // there `process.kill` of ourselves terminates, as it does for SIGTERM.
+    // PID 1 of a pid namespace (a container's entrypoint) cannot: the
+    // kernel drops a signal to init that init has no handler for, even its
+    // own. It exits 128 + n instead, as tini does, so `docker run` reports
+    // 143 for a SIGTERM.
+    if (process.pid === 1) process.exit(128 + (constants.signals[sig] ?? 0))
     process.kill(process.pid, WINDOWS && (sig === 'SIGBREAK' || sig === 'SIGHUP') ? 'SIGTERM' : sig)
   })
 }
@@ -146,6 +156,49 @@ function sync() {
   }
 }
 
+/** The signals pending now, not yet delivered to a thread (SigPnd | ShdPnd), 0n where unknown. */
+function pendingMask() {
+  return statusMask(['SigPnd', 'ShdPnd'])
+}
+
+/** Is a signal we listen for sent to this process and not yet delivered? */
+function ourSignalPending() {
+  if (listeners.size === 0) return false
+  const mask = pendingMask()
+  if (mask === 0n) return false
+  for (const sig of listeners.keys()) {
+    if (((mask >> BigInt(constants.signals[sig] - 1)) & 1n) === 1n) return true
+  }
+  return false
+}
+
+const turn = () => new Promise((resolve) => setImmediate(resolve))
+
+/**
+ * Resolves once the stop signals already sent to this process have been
+ * heard (their listeners have run, so a supervisor they stop is stopping).
+ * A child's death and our own SIGTERM sent at once (a service manager's
+ * stop) reach the loop in either order: the death is heard in a poll
+ * phase; a signal whose handler ran by then is read from libuv's signal
+ * pipe in that poll phase or the next, which the second turn waits out;
+ * one still pending in the kernel (not delivered to a thread yet: we were
+ * stopped, or not scheduled) is waited for, a turn at a time (at most
+ * about 100 ms: a signal blocked in every thread never comes).
+ */
+async function stopSignalsHeard() {
+  await turn()
+  await turn()
+  for (let i = 0; i < 100 && ourSignalPending(); i++) {
+    await new Promise((resolve) => setTimeout(resolve, 1))
+    await turn()
+  }
+}
+
+/** Does `supervisor` stop on this process's termination signals (handleSignals)? */
+function enrolledNow(supervisor) {
+  return enrolled.has(supervisor)
+}
+
 /**
  * `supervisor` (anything with stop() and kill()) is stopped by the process
  * signals from now on; `hup`: null (SIGHUP stops it only when it would end
@@ -162,4 +215,4 @@ function leave(supervisor) {
   sync()
 }
 
-module.exports = { enroll, leave }
+module.exports = { enroll, leave, enrolledNow, stopSignalsHeard }

@@ -60,25 +60,35 @@ let tmpCounter = 0
 
 /**
  * Replaces `file` atomically: a temp file in the same directory (mode
- * 0600: args may hold secrets), fsync, rename, then fsync the directory
- * so the rename itself survives a crash. All through fs.promises: off the
- * JS thread.
+ * 0600: args may hold secrets), renamed over it; `visible()` is called the
+ * moment the rename is done (readers see the new record from then on),
+ * and only then is it made durable: fsync of the file and of the
+ * directory (so the rename itself survives a crash). What an event waits
+ * for is the rename, not the disk: a restart costs one write and one
+ * rename, not two fsyncs. The price: a host that crashes in the instant
+ * between the rename and the fsync may come back with the record's
+ * previous or an empty text; every process it named died with the host,
+ * and an unparsable record is taken as none. All through fs.promises: off
+ * the JS thread.
  */
-async function writeAtomic(file, text) {
+async function writeAtomic(file, text, visible = noop) {
   const dir = path.dirname(file)
   const tmp = path.join(dir, `.${path.basename(file)}.${process.pid}.${++tmpCounter}.tmp`)
   let fh = null
   try {
     fh = await fsp.open(tmp, 'wx', 0o600)
     await fh.writeFile(text)
-    await fh.sync()
-    await fh.close()
-    fh = null
     await fsp.rename(tmp, file)
   } catch (err) {
     await fh?.close().catch(noop)
     await fsp.unlink(tmp).catch(noop)
     throw err
+  }
+  visible()
+  try {
+    await fh.sync()
+  } finally {
+    await fh.close().catch(noop)
   }
   try {
     const d = await fsp.open(dir, 'r')
@@ -135,7 +145,10 @@ function acquireRecordLock(stateFile, name) {
  * the latest state winning (the record, from `snapshot()`, is taken when
  * the write begins, so a burst of changes costs one write after the one in
  * flight). Writes only while `owned` (the lock is held and the previous
- * record has been acted on).
+ * record has been acted on). write()'s promise resolves once a record
+ * taken after the call is in place (renamed: what a reader sees), or the
+ * write failed (said once, tried again later): the events that follow a
+ * change wait for it, never for its fsync.
  */
 class RecordWriter {
   #file
@@ -145,6 +158,8 @@ class RecordWriter {
   #warned = false
   #retryTimer = null
   #retryMs = 0
+  /** write() callers whose change no write in flight has taken yet. */
+  #waiting = []
   owned = false
 
   constructor(file, snapshot) {
@@ -152,15 +167,16 @@ class RecordWriter {
     this.#snapshot = snapshot
   }
 
-  /** Schedules a rewrite; resolves when written (at once when not owned). */
+  /** Schedules a rewrite; resolves when it is in place (at once when not owned). */
   write() {
     if (!this.owned) return Promise.resolve()
     this.#dirty = true
+    const visible = new Promise((resolve) => this.#waiting.push(resolve))
     this.#writer ??= Promise.resolve().then(() => this.#drain())
-    return this.#writer
+    return visible
   }
 
-  /** Resolves when the write in flight (if any) is done. */
+  /** Resolves when the write in flight (if any) is done, fsync included. */
   flushed() {
     return this.#writer ?? Promise.resolve()
   }
@@ -169,11 +185,16 @@ class RecordWriter {
     try {
       while (this.#dirty && this.owned) {
         this.#dirty = false
+        const covered = this.#waiting.splice(0)
         const text = `${JSON.stringify(this.#snapshot(), null, 2)}\n`
+        const visible = () => {
+          for (const resolve of covered) resolve()
+        }
         try {
-          await writeAtomic(this.#file, text)
+          await writeAtomic(this.#file, text, visible)
           this.#retryMs = 0
         } catch (err) {
+          visible()
           if (!this.#warned) {
             this.#warned = true
             process.emitWarning(`procward: cannot write ${this.#file}: ${err.message}`, {
@@ -185,6 +206,8 @@ class RecordWriter {
       }
     } finally {
       this.#writer = null
+      // No longer owned: nothing more is written, no one waits.
+      for (const resolve of this.#waiting.splice(0)) resolve()
     }
   }
 
@@ -298,8 +321,12 @@ function readSmallFile(file) {
 
 /**
  * The record a supervisor keeps in its stateFile, with liveness judged now:
- * `supervisor.running` (its lock is held), `child.running` (zombie- and
- * reuse-aware). null when the file is missing or holds no such record.
+ * `supervisor.running` (its lock is held, and by the recorded supervisor
+ * itself, pid and identity: a successor holds it while it takes over, and
+ * the record still names the dead one), `child.running` (zombie- and
+ * reuse-aware). `meta` only while the recorded child runs (a supervisor
+ * SIGKILLed never cleared it). null when the file is missing or holds no
+ * such record.
  */
 function readSupervisorState(stateFile) {
   validate.nonEmptyString(stateFile, 'stateFile')
@@ -307,17 +334,23 @@ function readSupervisorState(stateFile) {
   if (text === null) return null
   const r = parseRecord(text)
   if (r === null) return null
-  let held
-  try {
-    held = lock().readLock(`${stateFile}.lock`).held
-  } catch {
-    held = isRunning(r.supervisor.pid, r.supervisor.identity || undefined)
-  }
   const { pid, identity, mark, session } = r.supervisor
-  r.supervisor = { pid, identity, running: held }
+  let running
+  try {
+    const { held, holder } = lock().readLock(`${stateFile}.lock`)
+    running = held && holder !== null && holder.pid === pid && (identity === '' || holder.identity === identity)
+  } catch {
+    // No lock to read (removed by hand, or unreadable): the process itself.
+    running = true
+  }
+  // The lock is let go a moment before the process is gone, never after:
+  // a holder that matches is also checked to be that very process.
+  if (running) running = isRunning(pid, identity || undefined)
+  r.supervisor = { pid, identity, running }
   if (mark !== undefined) r.supervisor.mark = mark
   if (session !== undefined) r.supervisor.session = session
   if (r.child !== null) r.child = { ...r.child, running: isRunning(r.child.pid, r.child.identity) }
+  if (r.child === null || !r.child.running) r.meta = null
   return r
 }
 

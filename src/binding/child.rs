@@ -21,7 +21,8 @@ use super::js_loop;
 use super::stop::{stop_plan, stop_result, NativeStopControl, NativeStopOptions, NativeStopResult};
 use crate::exit_watch::{self, Backend, Containment, StartError, Watched};
 use crate::pid::Pid;
-use crate::spawn::{self, Command, SpawnError, Stdio};
+use crate::spawn::{self, Command, Environment, SpawnError, Stdio};
+use crate::spawn_trace;
 use crate::stop::{self, targets::ChildTarget};
 
 #[napi(object)]
@@ -51,6 +52,8 @@ pub struct NativeSpawnOptions {
     /// (napi's u32 conversion would wrap).
     pub uid: Option<f64>,
     pub gid: Option<f64>,
+    /// The child's umask, 0..=0o777 (checked by the JS face).
+    pub umask: Option<u32>,
     pub argv0: Option<String>,
     /// May the exit be watched on this thread's libuv loop? The JS side says
     /// no outside Node: Bun exports every `uv_*` symbol as an aborting stub,
@@ -295,14 +298,16 @@ fn command(command: String, args: Vec<String>, options: &NativeSpawnOptions) -> 
         program: command,
         args,
         env: if options.inherit_env {
-            std::env::vars_os().collect()
+            Environment::Inherit
         } else {
-            options
-                .env_keys
-                .iter()
-                .zip(options.env_values.iter())
-                .map(|(k, v)| (k.into(), v.into()))
-                .collect()
+            Environment::Set(
+                options
+                    .env_keys
+                    .iter()
+                    .zip(options.env_values.iter())
+                    .map(|(k, v)| (k.into(), v.into()))
+                    .collect(),
+            )
         },
         cwd: options.cwd.clone().map(Into::into),
         stdio: [stdio(0)?, stdio(1)?, stdio(2)?],
@@ -314,8 +319,18 @@ fn command(command: String, args: Vec<String>, options: &NativeSpawnOptions) -> 
         notify_fd: options.notify_fd,
         uid: to_id(options.uid, "uid")?,
         gid: to_id(options.gid, "gid")?,
+        umask: match options.umask {
+            Some(m) if m > 0o777 => {
+                return Err(JsErr::coded(
+                    "ERR_OUT_OF_RANGE",
+                    format!("umask must be in 0..=0o777, got {m:#o}"),
+                ))
+            }
+            m => m,
+        },
         argv0: options.argv0.clone(),
         new_session: false,
+        ignore_stop_signals: false,
         cgroup: None,
     })
 }
@@ -328,7 +343,9 @@ pub fn spawn_supervised(
     options: NativeSpawnOptions,
     on_exit: Function<NativeExitInfo, ()>,
 ) -> Result<NativeChild> {
+    spawn_trace::mark(spawn_trace::ENTRY);
     let cmd = throw(&env, self::command(command, args, &options))?;
+    spawn_trace::mark(spawn_trace::COMMAND);
     let bound = match options.kill_timeout_ms {
         Some(ms) => throw(&env, duration_ms(ms, "stop.killTimeoutMs"))?.as_duration(),
         None => Duration::from_secs(2),
@@ -344,10 +361,12 @@ pub fn spawn_supervised(
         &env,
         exit_watch::start(cmd, options.kill_group_on_exit, containment).map_err(start_err),
     )?;
+    spawn_trace::mark(spawn_trace::REGISTERED);
     let watched = started.watched;
     let pipes = Mutex::new(started.pipes);
     if options.use_loop {
         if let Some(loop_ref) = js_loop::watch_on_loop(&env, &on_exit, &watched) {
+            spawn_trace::mark(spawn_trace::RETURN);
             return Ok(NativeChild {
                 watched,
                 backend: Backend::PidfdLoop,

@@ -10,8 +10,9 @@
 //! thread (two `waitid`s and a `killpg`, microseconds), and call the
 //! listener through `napi_make_callback`, so promises settle at once.
 //!
-//! libuv's functions are looked up with `dlsym` in the running process (Node
-//! exports them to addons). Finding them is not enough: Bun exports every
+//! libuv's functions are looked up with `dlsym` in the running process
+//! (Node exports them to addons; `js_loop/uv.rs` is the one file that calls
+//! them). Finding them is not enough: Bun exports every
 //! `uv_*` symbol as a stub that aborts the process, so the JS side allows
 //! this back-end only under Node (`use_loop`); elsewhere, and with
 //! `PROCWARD_EXIT_WATCH=tokio`, the tokio back-end serves.
@@ -52,82 +53,23 @@
 //! polling it (`Watched::detach_loop` after `uv_poll_stop`): closed under a
 //! live poll, libuv's epoll would keep a stale entry for that fd number.
 
-use std::ffi::{c_int, c_void, CStr};
+mod uv;
+
+use std::ffi::{c_int, c_void};
 use std::os::fd::RawFd;
 use std::ptr;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use napi::bindgen_prelude::{Function, ToNapiValue};
 use napi::{sys, Env, JsValue};
 
 use super::convert::{exit_info, NativeExitInfo};
 use crate::exit_watch::{self, ExitStatus, Watched};
-
-const UV_ASYNC: c_int = 1; // uv_handle_type
-const UV_POLL: c_int = 8;
-const UV_READABLE: c_int = 1;
-
-type PollCb = unsafe extern "C" fn(*mut c_void, c_int, c_int);
-type AsyncCb = unsafe extern "C" fn(*mut c_void);
-type CloseCb = unsafe extern "C" fn(*mut c_void);
-type HandleSizeFn = unsafe extern "C" fn(c_int) -> usize;
-type PollInitFn = unsafe extern "C" fn(*mut c_void, *mut c_void, c_int) -> c_int;
-type PollStartFn = unsafe extern "C" fn(*mut c_void, c_int, PollCb) -> c_int;
-type AsyncInitFn = unsafe extern "C" fn(*mut c_void, *mut c_void, AsyncCb) -> c_int;
-type HandleFn = unsafe extern "C" fn(*mut c_void) -> c_int;
-type CloseFn = unsafe extern "C" fn(*mut c_void, Option<CloseCb>);
-type RefFn = unsafe extern "C" fn(*mut c_void);
-
-struct Uv {
-    handle_size: HandleSizeFn,
-    poll_init: PollInitFn,
-    poll_start: PollStartFn,
-    poll_stop: HandleFn,
-    async_init: AsyncInitFn,
-    async_send: HandleFn,
-    close: CloseFn,
-    ref_: RefFn,
-    unref: RefFn,
-}
-
-/// The function `name` of the running process, as the fn pointer type `F`.
-///
-/// # Safety
-/// `F` must be the fn pointer type of the C function called `name`.
-unsafe fn sym<F: Copy>(name: &CStr) -> Option<F> {
-    // SAFETY: dlsym with RTLD_DEFAULT searches the already loaded objects;
-    // the name is NUL-terminated.
-    let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
-    if p.is_null() || std::mem::size_of::<F>() != std::mem::size_of::<*mut c_void>() {
-        return None;
-    }
-    // SAFETY: a non-null code address of the right size, and the caller
-    // vouches that `F` is its signature.
-    Some(unsafe { std::mem::transmute_copy::<*mut c_void, F>(&p) })
-}
-
-fn uv() -> Option<&'static Uv> {
-    static UV: OnceLock<Option<Uv>> = OnceLock::new();
-    UV.get_or_init(|| {
-        // SAFETY (each sym): the types are libuv's documented signatures.
-        Some(Uv {
-            handle_size: unsafe { sym::<HandleSizeFn>(c"uv_handle_size") }?,
-            poll_init: unsafe { sym::<PollInitFn>(c"uv_poll_init") }?,
-            poll_start: unsafe { sym::<PollStartFn>(c"uv_poll_start") }?,
-            poll_stop: unsafe { sym::<HandleFn>(c"uv_poll_stop") }?,
-            async_init: unsafe { sym::<AsyncInitFn>(c"uv_async_init") }?,
-            async_send: unsafe { sym::<HandleFn>(c"uv_async_send") }?,
-            close: unsafe { sym::<CloseFn>(c"uv_close") }?,
-            ref_: unsafe { sym::<RefFn>(c"uv_ref") }?,
-            unref: unsafe { sym::<RefFn>(c"uv_unref") }?,
-        })
-    })
-    .as_ref()
-}
+use uv::{Kind, Uv};
 
 /// Whether children can be watched on the JS loop in this process.
 fn available() -> bool {
-    !exit_watch::forced_tokio() && !exit_watch::forced_fallback() && uv().is_some()
+    !exit_watch::forced_tokio() && !exit_watch::forced_fallback() && uv::uv().is_some()
 }
 
 /// Delivers `watched`'s exit on this JS thread's loop, through its pidfd,
@@ -155,9 +97,11 @@ pub fn watch_on_loop(
         watched.detach_loop();
         return None;
     };
+    crate::spawn_trace::mark(crate::spawn_trace::ON_LOOP);
     // An error here (no reaper and no thread) leaves the loop as the only
     // reaper, which still reaps whenever the loop runs.
     let _ = exit_watch::watch_beside_loop(watched);
+    crate::spawn_trace::mark(crate::spawn_trace::BESIDE_LOOP);
     Some(loop_ref)
 }
 
@@ -183,13 +127,12 @@ impl LoopRef {
     pub fn set_ref(&self, on: bool) {
         let mut state = self.lock();
         state.unref = !on;
-        let (Some(uv), Some(handle)) = (uv(), state.handle) else {
+        let (Some(uv), Some(handle)) = (uv::uv(), state.handle) else {
             return;
         };
-        let f = if on { uv.ref_ } else { uv.unref };
         // SAFETY: the handle is open (the slot is cleared before uv_close)
         // and we are on its loop's thread.
-        unsafe { f(handle as *mut c_void) }
+        unsafe { uv.set_ref(handle as *mut c_void, on) }
     }
 
     fn set_handle(&self, handle: Option<*mut c_void>) {
@@ -235,9 +178,11 @@ impl LoopWatch {
 /// # Safety
 /// `handle` is one of a live LoopWatch's handles, its `data` set.
 unsafe fn watch_of<'a>(handle: *mut c_void) -> &'a mut LoopWatch {
-    // SAFETY: `data` (the first field) points at the LoopWatch, alive until
-    // its last handle has closed (caller's contract).
-    unsafe { &mut **(handle as *mut *mut LoopWatch) }
+    // SAFETY: one of our handles (caller's contract).
+    let w = unsafe { uv::data(handle) } as *mut LoopWatch;
+    // SAFETY: `data` points at the LoopWatch, alive until its last handle
+    // has closed (caller's contract).
+    unsafe { &mut *w }
 }
 
 /// Starts polling `pidfd` on `env`'s loop. None: it could not; nothing
@@ -252,7 +197,7 @@ unsafe fn start(
     watched: Arc<Watched>,
     pidfd: RawFd,
 ) -> Option<LoopRef> {
-    let uv = uv()?;
+    let uv = uv::uv()?;
     let mut uv_loop = ptr::null_mut();
     // SAFETY: env is valid on this thread (caller's contract).
     if unsafe { sys::napi_get_uv_event_loop(env, &mut uv_loop) } != sys::Status::napi_ok
@@ -282,11 +227,9 @@ unsafe fn start(
         unsafe { sys::napi_delete_reference(env, cb_ref) };
         return None;
     }
-    // SAFETY: uv_handle_size is a pure query.
-    let size = unsafe { (uv.handle_size)(UV_POLL) };
     let shared = LoopRef::default();
     let watch = Box::into_raw(Box::new(LoopWatch {
-        poll: vec![0u64; size.div_ceil(8)].into_boxed_slice(),
+        poll: uv.handle_storage(Kind::Poll),
         wake: None,
         poll_open: false,
         wake_open: false,
@@ -305,19 +248,19 @@ unsafe fn start(
     let handle = w.poll_ptr();
     // SAFETY: a zeroed handle of libuv's size on the JS thread's loop; the
     // fd stays open until the handle is stopped (caller's contract).
-    let rc = unsafe { (uv.poll_init)(uv_loop.cast(), handle, pidfd) };
+    let rc = unsafe { uv.poll_init(uv_loop.cast(), handle, pidfd) };
     if rc != 0 {
         // SAFETY: nothing refers to the allocation yet; take it back.
         let w = unsafe { Box::from_raw(watch) };
         release_js(&w);
         return None;
     }
-    // SAFETY: `data` is the first field of every uv handle.
-    unsafe { *(handle as *mut *mut c_void) = watch.cast() };
+    // SAFETY: poll handle storage.
+    unsafe { uv::set_data(handle, watch.cast()) };
     w.poll_open = true;
     w.handles = 1;
     // SAFETY: the handle was initialised; on_readable matches uv_poll_cb.
-    if unsafe { (uv.poll_start)(handle, UV_READABLE, on_readable) } != 0 {
+    if unsafe { uv.poll_start_readable(handle, on_readable) } != 0 {
         // An initialised handle must be closed, not freed; the pidfd is
         // left to the caller's other back-end (libuv never added it to its
         // epoll set).
@@ -355,40 +298,38 @@ unsafe extern "C" fn on_readable(handle: *mut c_void, _status: c_int, _events: c
 /// wake the loop instead (see the module docs). Leaves things as they were
 /// (polling) only if nothing else could settle the child.
 fn park(w: &mut LoopWatch) {
-    let Some(uv) = uv() else { return };
+    let Some(uv) = uv::uv() else { return };
     if !w.watched.has_native_watcher() && exit_watch::watch_beside_loop(&w.watched).is_err() {
         return;
     }
-    // SAFETY: uv_handle_size is a pure query.
-    let size = unsafe { (uv.handle_size)(UV_ASYNC) };
-    let mut wake = vec![0u64; size.div_ceil(8)].into_boxed_slice();
+    let mut wake = uv.handle_storage(Kind::Async);
     let handle: *mut c_void = wake.as_mut_ptr().cast();
     // SAFETY: zeroed storage of libuv's size, initialised on the JS thread's
     // own loop; on_wake matches uv_async_cb.
-    if unsafe { (uv.async_init)(w.uv_loop, handle, on_wake) } != 0 {
+    if unsafe { uv.async_init(w.uv_loop, handle, on_wake) } != 0 {
         return;
     }
-    // SAFETY: `data` is the first field of every uv handle.
-    unsafe { *(handle as *mut *mut c_void) = (w as *mut LoopWatch).cast() };
+    // SAFETY: async handle storage.
+    unsafe { uv::set_data(handle, (w as *mut LoopWatch).cast()) };
     // The box moves; the storage it points at, which libuv knows, does not.
     w.wake = Some(wake);
     w.wake_open = true;
     w.handles += 1;
     if w.shared.lock().unref {
         // SAFETY: an open handle of this loop, on its thread.
-        unsafe { (uv.unref)(handle) };
+        unsafe { uv.set_ref(handle, false) };
     }
     w.shared.set_handle(Some(handle));
     *lock_slot(&w.wake_slot) = Some(handle as usize);
     let slot = w.wake_slot.clone();
-    let send = uv.async_send;
+    let uv: &'static Uv = uv;
     let wake: exit_watch::Wake = Box::new(move || {
         let slot = lock_slot(&slot);
         if let Some(handle) = *slot {
             // SAFETY: uv_async_send may be called from any thread; the
             // handle is open while the slot holds it, and it is closed only
             // after the slot is cleared under this same lock.
-            unsafe { send(handle as *mut c_void) };
+            unsafe { uv.async_send(handle as *mut c_void) };
         }
     });
     if let Err(wake) = w.watched.on_settle(wake) {
@@ -431,13 +372,13 @@ fn deliver(w: &mut LoopWatch, status: ExitStatus) {
 fn close_poll(w: &mut LoopWatch) {
     if w.poll_open {
         w.poll_open = false;
-        if let Some(uv) = uv() {
+        if let Some(uv) = uv::uv() {
             let handle = w.poll_ptr();
             // SAFETY: an initialised handle of this loop.
-            unsafe { (uv.poll_stop)(handle) };
+            unsafe { uv.poll_stop(handle) };
             // SAFETY: closed exactly once (poll_open guards it); libuv
             // allows closing the polled fd right after this.
-            unsafe { (uv.close)(handle, Some(on_closed)) };
+            unsafe { uv.close(handle, on_closed) };
         }
         w.watched.detach_loop();
     }
@@ -451,11 +392,11 @@ fn close(w: &mut LoopWatch) {
     close_poll(w);
     if w.wake_open {
         w.wake_open = false;
-        if let (Some(uv), Some(wake)) = (uv(), w.wake.as_mut()) {
+        if let (Some(uv), Some(wake)) = (uv::uv(), w.wake.as_mut()) {
             // SAFETY: an initialised async handle of this loop, closed once
             // (wake_open guards it), and no longer reachable by a sender
             // (the slot was cleared above).
-            unsafe { (uv.close)(wake.as_mut_ptr().cast(), Some(on_closed)) };
+            unsafe { uv.close(wake.as_mut_ptr().cast(), on_closed) };
         }
     }
 }
@@ -463,7 +404,7 @@ fn close(w: &mut LoopWatch) {
 unsafe extern "C" fn on_closed(handle: *mut c_void) {
     // SAFETY: `data` points at the Box we leaked in `start`; libuv is done
     // with this handle.
-    let raw = unsafe { *(handle as *mut *mut LoopWatch) };
+    let raw = unsafe { uv::data(handle) } as *mut LoopWatch;
     // SAFETY: as above; the struct lives until its last handle has closed.
     let w = unsafe { &mut *raw };
     w.handles -= 1;

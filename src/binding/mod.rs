@@ -19,6 +19,8 @@ use js_loop_none as js_loop;
 pub mod liveness;
 pub mod lock;
 pub mod notify;
+#[cfg(feature = "spawn-trace")]
+pub mod spawn_trace;
 pub mod stop;
 #[cfg(target_os = "linux")]
 pub mod supervisor;

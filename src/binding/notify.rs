@@ -93,11 +93,10 @@ impl NotifySender {
     }
 }
 
-/// Who may speak for a child: its pid, the group it leads, its cgroup.
+/// Who may speak for a child: its pid (and so its descendants), its cgroup.
 #[napi(object)]
 pub struct NativeNotifyPeers {
     pub child: f64,
-    pub group: Option<f64>,
     /// A file-system path under the cgroup2 mount.
     pub cgroup: Option<String>,
 }
@@ -110,7 +109,8 @@ pub struct NativeNotifyMessage {
     pub uid: u32,
     pub gid: u32,
     pub text: String,
-    /// 'unchecked' (no peers given), 'child', 'group', 'cgroup' or 'refused'.
+    /// 'unchecked' (no peers given), 'child', 'descendant', 'cgroup' or
+    /// 'refused'.
     pub verdict: String,
     pub trusted: bool,
     /// Longer than 4096 bytes: refused, its text dropped.
@@ -211,7 +211,6 @@ impl NotifyReceiver {
 fn to_peers(p: NativeNotifyPeers) -> Res<Peers> {
     Ok(Peers {
         child: to_pid(p.child)?,
-        group: p.group.map(to_pid).transpose()?,
         cgroup: p.cgroup.map(PathBuf::from),
     })
 }

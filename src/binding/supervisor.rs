@@ -11,6 +11,7 @@ use napi_derive::napi;
 use super::convert::{check_identity, to_pid, to_signal};
 use super::errors::{promise, throw, JsErr, Res};
 use crate::listeners;
+use crate::orphans;
 use crate::proc_info::{self, Identity};
 use crate::strays::{self, GroupRecord};
 use crate::sys;
@@ -148,4 +149,30 @@ pub fn listening_inodes(env: Env, port: f64) -> Result<Vec<String>> {
         listeners::listening_inodes(port as u16).map_err(|e| JsErr::os(&e, "sock_diag")),
     )?;
     Ok(inodes.into_iter().map(|i| i.to_string()).collect())
+}
+
+/// Makes this process a child subreaper (`procward run --init` outside a
+/// pid namespace's PID 1): orphaned descendants become our children.
+#[napi]
+pub fn become_subreaper(env: Env) -> Result<()> {
+    throw(
+        &env,
+        orphans::become_subreaper().map_err(|e| JsErr::os(&e, "prctl")),
+    )
+}
+
+/// Reaps every exited child of this process that is not one of `own` (the
+/// live supervised children the caller knows of). Returns the pids reaped.
+#[napi]
+pub fn reap_orphans(env: Env, own: Vec<f64>) -> Result<Vec<i32>> {
+    let own = throw(
+        &env,
+        own.into_iter()
+            .map(|p| to_pid(p).map(|p| p.as_raw()))
+            .collect::<Res<Vec<i32>>>(),
+    )?;
+    throw(
+        &env,
+        orphans::reap(&own).map_err(|e| JsErr::os(&e, "waitpid")),
+    )
 }

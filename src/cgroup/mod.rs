@@ -3,7 +3,7 @@
 //! drops privileges and with them `PR_SET_PDEATHSIG`). Linux cgroup v2 only
 //! (`linux`, with the parsers in `parse`; the death-time killer, the
 //! guardian, is a supervised child: `exit_watch`); elsewhere `support()`
-//! says why not (`other`).
+//! says why not (`unsupported`).
 //!
 //! Life of a contained child (see `exit_watch` for the exit side): its
 //! cgroup is made under the parent, the guardian is told the parent, the
@@ -16,15 +16,13 @@ pub mod parse;
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
-pub use linux::{
-    contain, guarded_prefix, kill_recorded, owner, remove_when_empty, resolve_parent, support,
-    wait_empty, wait_empty_blocking, Cgroup,
-};
+use linux as imp;
+#[cfg(not(target_os = "linux"))]
+mod unsupported;
+#[cfg(not(target_os = "linux"))]
+use unsupported as imp;
 
-#[cfg(not(target_os = "linux"))]
-mod other;
-#[cfg(not(target_os = "linux"))]
-pub use other::{
+pub use imp::{
     contain, kill_recorded, remove_when_empty, support, wait_empty, wait_empty_blocking, Cgroup,
 };
 

@@ -35,17 +35,17 @@
 
 // The OS layer. Linux and macOS share the POSIX part (`os`: open, checks,
 // flock, the record; `interrupt`: the interruptible wait) and differ in
-// `platform` (`linux`, `macos`): filesystem kinds, a holder on its way out,
+// `imp` (`linux`, `macos`): filesystem kinds, a holder on its way out,
 // how a wait is interrupted.
 mod interrupt;
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
-use linux as platform;
+use linux as imp;
 #[cfg(target_os = "macos")]
 mod macos;
 #[cfg(target_os = "macos")]
-use macos as platform;
+use macos as imp;
 #[cfg(any(target_os = "macos", test))]
 mod macos_fs;
 mod os;
@@ -393,7 +393,8 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 /// Running as the process the record names (zombie- and reuse-aware), and
 /// not on its way out: a holder killed by a signal releases the lock when
 /// its files close, before it is a zombie, and for those microseconds
-/// `is_running_as` still sees it running (see `exiting`).
+/// `is_running_as` still sees it running (see `stopped_running`, which
+/// also catches a holder reaped, or its pid reused, between the two reads).
 pub fn holder_running(pid: Pid, identity: &str) -> Result<bool, crate::proc_info::InfoError> {
     if !crate::proc_info::is_running_as(pid, identity)? {
         return Ok(false);
@@ -401,7 +402,7 @@ pub fn holder_running(pid: Pid, identity: &str) -> Result<bool, crate::proc_info
     let Some(id) = crate::proc_info::Identity::decode(identity) else {
         return Ok(false);
     };
-    Ok(!os::exiting(pid.as_raw(), id.start_time))
+    Ok(!crate::proc_info::stopped_running(pid, id.start_time))
 }
 
 // ---- reading without taking ------------------------------------------------------

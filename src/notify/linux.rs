@@ -2,18 +2,19 @@
 //! the sender's membership read from /proc the moment a message is read.
 //!
 //! Judging a sender by its pid has one race, the one systemd itself has: a
-//! group member that sends and is reaped before its message is read can no
+//! descendant that sends and is reaped before its message is read can no
 //! longer be looked at, and is refused. The reader wakes on the socket's
 //! readiness (no polling), so the window is the time between the sender's
 //! `sendmsg` and our `recvmsg` — microseconds while our runtime thread is
 //! free. The child itself is always recognised (its pid is the one we hold,
-//! unreaped), and a zombie still shows its group. A sender in another pid
+//! unreaped), and a zombie still shows its parent. A sender in another pid
 //! namespace that the kernel cannot name to us arrives as pid 0: refused.
+//! The credentials are the kernel's, except that a sender with
+//! `CAP_SYS_ADMIN` (root) may attach any pid: it can speak for any child.
 
 use std::collections::VecDeque;
 use std::io;
-use std::mem::{size_of, MaybeUninit};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -27,57 +28,17 @@ use super::{Address, Message, Peers, Sent, Verdict, Wake, MESSAGE_MAX, QUEUE_MAX
 use crate::cgroup::parse;
 use crate::pid::Pid;
 use crate::proc_info;
+use crate::sys::{self, UnixAddr};
 
 /// Linux has the protocol (see `other` for everywhere else).
 pub const SUPPORTED: bool = true;
 
-fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
-    if ret == -1 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
+/// `addr` as the kernel takes it.
+fn sockaddr(addr: &Address) -> io::Result<UnixAddr> {
+    match addr {
+        Address::Path(p) => UnixAddr::new(p.as_os_str().as_bytes(), false),
+        Address::Abstract(name) => UnixAddr::new(name, true),
     }
-}
-
-fn cvt_size(ret: libc::ssize_t) -> io::Result<usize> {
-    if ret < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret as usize)
-    }
-}
-
-/// A new unix datagram socket, close-on-exec: a child we spawn never holds
-/// the manager's socket, nor its own notify socket's receiving end.
-fn dgram_socket() -> io::Result<OwnedFd> {
-    // SAFETY: plain syscall with constant arguments; returns a new fd or -1.
-    let fd = cvt(unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
-    // SAFETY: the kernel just returned this fd to us, and nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
-}
-
-/// `addr` as a `sockaddr_un` and its length (an abstract name's length
-/// counts exactly its bytes: the kernel compares all of them).
-fn sockaddr(addr: &Address) -> io::Result<(libc::sockaddr_un, libc::socklen_t)> {
-    // SAFETY: sockaddr_un is plain data; all zeroes is a valid value.
-    let mut sa: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    sa.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    let (bytes, lead): (&[u8], usize) = match addr {
-        Address::Path(p) => (p.as_os_str().as_bytes(), 0),
-        Address::Abstract(name) => (name, 1),
-    };
-    if lead + bytes.len() >= sa.sun_path.len() {
-        return Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG));
-    }
-    for (dst, src) in sa.sun_path[lead..].iter_mut().zip(bytes) {
-        *dst = *src as libc::c_char;
-    }
-    let base = std::mem::offset_of!(libc::sockaddr_un, sun_path);
-    let len = match addr {
-        Address::Path(_) => base + bytes.len() + 1,
-        Address::Abstract(_) => base + 1 + bytes.len(),
-    };
-    Ok((sa, len as libc::socklen_t))
 }
 
 /// A socket to the manager that started us, kept open for the life of the
@@ -85,17 +46,14 @@ fn sockaddr(addr: &Address) -> io::Result<(libc::sockaddr_un, libc::socklen_t)> 
 /// re-created its socket (systemd's re-exec) is still reached.
 pub struct Sender {
     fd: OwnedFd,
-    addr: libc::sockaddr_un,
-    len: libc::socklen_t,
+    addr: UnixAddr,
 }
 
 impl Sender {
     pub fn open(addr: &Address) -> io::Result<Sender> {
-        let (addr, len) = sockaddr(addr)?;
         Ok(Sender {
-            fd: dgram_socket()?,
-            addr,
-            len,
+            addr: sockaddr(addr)?,
+            fd: sys::unix_dgram_socket()?,
         })
     }
 
@@ -103,25 +61,10 @@ impl Sender {
     /// the manager is `Sent::Full` (dropped). Other failures (no one bound
     /// there: ECONNREFUSED, ENOENT) are errors.
     pub fn send(&self, text: &[u8]) -> io::Result<Sent> {
-        loop {
-            // SAFETY: a valid fd, a buffer we own of the given length, and an
-            // address of the given length; MSG_NOSIGNAL keeps SIGPIPE away.
-            let ret = unsafe {
-                libc::sendto(
-                    self.fd.as_raw_fd(),
-                    text.as_ptr().cast(),
-                    text.len(),
-                    libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-                    (&self.addr as *const libc::sockaddr_un).cast(),
-                    self.len,
-                )
-            };
-            match cvt_size(ret) {
-                Ok(_) => return Ok(Sent::Sent),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Sent::Full),
-                Err(e) => return Err(e),
-            }
+        match sys::send_nowait(self.fd.as_fd(), text, &self.addr) {
+            Ok(_) => Ok(Sent::Sent),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Sent::Full),
+            Err(e) => Err(e),
         }
     }
 }
@@ -130,45 +73,12 @@ impl Sender {
 /// no one guesses (not a defence on its own: senders are judged anyway).
 fn random_name() -> io::Result<String> {
     let mut buf = [0u8; 16];
-    let mut got = 0;
-    while got < buf.len() {
-        // SAFETY: writes at most the remaining length into our buffer.
-        let ret = unsafe { libc::getrandom(buf[got..].as_mut_ptr().cast(), buf.len() - got, 0) };
-        match cvt_size(ret) {
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
+    sys::getrandom_fill(&mut buf)?;
     Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-fn set_passcred(fd: BorrowedFd<'_>) -> io::Result<()> {
-    let on: libc::c_int = 1;
-    // SAFETY: a valid fd and an int option value of the stated size.
-    cvt(unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PASSCRED,
-            (&on as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    })
-    .map(drop)
-}
-
 fn bind(fd: BorrowedFd<'_>, addr: &Address) -> io::Result<()> {
-    let (sa, len) = sockaddr(addr)?;
-    // SAFETY: a valid fd and an address of the given length.
-    cvt(unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&sa as *const libc::sockaddr_un).cast(),
-            len,
-        )
-    })
-    .map(drop)
+    sys::bind_unix(fd, &sockaddr(addr)?)
 }
 
 /// Shared by the receiver's owner (the JS thread) and its reading task.
@@ -207,10 +117,12 @@ impl Receiver {
     /// must not exist), or, without one, in the abstract namespace under a
     /// random name. Nothing is read until [`Receiver::start`].
     pub fn bind(path: Option<&Path>) -> io::Result<Receiver> {
-        let fd = dgram_socket()?;
+        // Close-on-exec: a child we spawn never holds its own notify
+        // socket's receiving end.
+        let fd = sys::unix_dgram_socket()?;
         // Before the address exists: no message can arrive without
         // credentials.
-        set_passcred(fd.as_fd())?;
+        sys::set_passcred(fd.as_fd())?;
         let (address, file) = match path {
             Some(p) => {
                 let addr = Address::parse(p.as_os_str().as_bytes())
@@ -419,88 +331,31 @@ struct Raw {
     had_fds: bool,
 }
 
-/// Room for the credentials and for the most fds one message can carry
-/// (`SCM_MAX_FD`), so that every fd passed is received and closed here.
-/// Those that would not fit are not installed at all (the kernel drops them
-/// on `MSG_CTRUNC`), so none can leak either way.
-const CONTROL_MAX: usize = 64 + 253 * size_of::<libc::c_int>() + 64;
-
 /// Reads one datagram without waiting (WouldBlock when none is there).
+/// Fds passed with it are closed unread; only that they came is kept.
 fn recv_one(fd: BorrowedFd<'_>) -> io::Result<Raw> {
     let mut data = vec![0u8; MESSAGE_MAX];
-    // u64 storage: cmsghdr's alignment.
-    let mut control = [0u64; CONTROL_MAX / 8];
-    let mut iov = libc::iovec {
-        iov_base: data.as_mut_ptr().cast(),
-        iov_len: data.len(),
-    };
-    // SAFETY: msghdr is plain data; all zeroes is a valid, empty value (and
-    // musl's has padding fields that must be zero).
-    let mut msg: libc::msghdr = unsafe { MaybeUninit::zeroed().assume_init() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = std::mem::size_of_val(&control) as _;
-    // MSG_TRUNC: the datagram's real length, to refuse an oversized one.
-    // MSG_CMSG_CLOEXEC: fds passed to us are never inherited meanwhile.
-    let flags = libc::MSG_DONTWAIT | libc::MSG_TRUNC | libc::MSG_CMSG_CLOEXEC;
-    let n = loop {
-        // SAFETY: a valid fd, and a msghdr whose buffers we own and sized.
-        match cvt_size(unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, flags) }) {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            r => break r?,
-        }
-    };
-    let mut raw = Raw {
+    let got = sys::recv_with_cred(fd, &mut data)?;
+    // No credentials (cannot happen with SO_PASSCRED on): nobody's, refused.
+    let cred = got.cred.unwrap_or(sys::Cred {
         pid: 0,
         uid: u32::MAX,
         gid: u32::MAX,
-        data: Vec::new(),
-        oversized: n > MESSAGE_MAX,
-        had_fds: false,
-    };
-    // SAFETY: msg was filled in by recvmsg; FIRSTHDR reads its control fields.
-    let mut cmsg = unsafe { libc::CMSG_FIRSTHDR(&msg) };
-    while !cmsg.is_null() {
-        // SAFETY: a non-null header inside our control buffer.
-        let hdr = unsafe { &*cmsg };
-        // SAFETY: CMSG_DATA of a valid header points inside the buffer.
-        let payload = unsafe { libc::CMSG_DATA(cmsg) };
-        // SAFETY: CMSG_LEN(0) is arithmetic on a constant.
-        let head = unsafe { libc::CMSG_LEN(0) } as usize;
-        let len = (hdr.cmsg_len as usize).saturating_sub(head);
-        match (hdr.cmsg_level, hdr.cmsg_type) {
-            (libc::SOL_SOCKET, libc::SCM_CREDENTIALS) if len >= size_of::<libc::ucred>() => {
-                // SAFETY: the kernel wrote a ucred there (it may be unaligned).
-                let cred = unsafe { std::ptr::read_unaligned(payload as *const libc::ucred) };
-                raw.pid = cred.pid;
-                raw.uid = cred.uid;
-                raw.gid = cred.gid;
-            }
-            (libc::SOL_SOCKET, libc::SCM_RIGHTS) => {
-                raw.had_fds = true;
-                for i in 0..len / size_of::<libc::c_int>() {
-                    let at = payload.wrapping_add(i * size_of::<libc::c_int>());
-                    // SAFETY: the i-th int of the fd array, inside the
-                    // control data the kernel wrote (maybe unaligned).
-                    let fd = unsafe { std::ptr::read_unaligned(at as *const libc::c_int) };
-                    if fd >= 0 {
-                        // SAFETY: the kernel installed this fd for us alone;
-                        // owning it closes it.
-                        drop(unsafe { OwnedFd::from_raw_fd(fd) });
-                    }
-                }
-            }
-            _ => {}
-        }
-        // SAFETY: NXTHDR walks within msg's control buffer, null at its end.
-        cmsg = unsafe { libc::CMSG_NXTHDR(&msg, cmsg) };
+    });
+    let oversized = got.len > MESSAGE_MAX;
+    if oversized {
+        data = Vec::new();
+    } else {
+        data.truncate(got.len);
     }
-    if !raw.oversized {
-        data.truncate(n);
-        raw.data = data;
-    }
-    Ok(raw)
+    Ok(Raw {
+        pid: cred.pid,
+        uid: cred.uid,
+        gid: cred.gid,
+        data,
+        oversized,
+        had_fds: got.had_fds,
+    })
 }
 
 /// Whether `pid` may speak for the child (see [`Peers`]).
@@ -514,14 +369,11 @@ fn judge(peers: Option<&Peers>, pid: i32) -> Verdict {
     let Ok(sender) = Pid::from_raw(pid) else {
         return Verdict::Refused;
     };
-    if let Some(group) = peers.group {
-        // A zombie still shows its group: a member that sent and exited,
-        // not yet reaped, is recognised.
-        if let Ok(Some(st)) = proc_info::stat_of(sender) {
-            if st.pgid == group.as_raw() {
-                return Verdict::Group;
-            }
-        }
+    // Its parent chain as it is now: a process the child started (or one
+    // of theirs), wherever its group. Joining the child's process group is
+    // not enough: any process of our session may (setpgid).
+    if descends_from(sender, peers.child) {
+        return Verdict::Descendant;
     }
     if let Some(cg) = &peers.cgroup {
         if cgroup_of(sender).is_some_and(|p| p.starts_with(cg)) {
@@ -529,6 +381,39 @@ fn judge(peers: Option<&Peers>, pid: i32) -> Verdict {
         }
     }
     Verdict::Refused
+}
+
+/// Ancestors looked at before giving up (a chain longer than this is no
+/// daemon's tree; it bounds the reads a sender can make us do).
+const ANCESTRY_MAX: usize = 4096;
+
+/// Whether `child` is among `pid`'s ancestors, read from /proc now. Each
+/// step must have started no later than the process below it: a parent
+/// that died while we read, its pid reused by a newer process, breaks the
+/// chain instead of lending it that process's ancestry. A zombie still
+/// shows its parent: a descendant that sent and exited, not yet reaped, is
+/// recognised. An orphan re-parented away from the child's tree is not.
+fn descends_from(pid: Pid, child: Pid) -> bool {
+    let Ok(Some(mut st)) = proc_info::stat_of(pid) else {
+        return false;
+    };
+    for _ in 0..ANCESTRY_MAX {
+        if st.ppid == child.as_raw() {
+            return true;
+        }
+        // 1 (init's) and 0 (outside our pid namespace) end every chain.
+        let Ok(parent) = Pid::from_raw(st.ppid) else {
+            return false;
+        };
+        if parent.as_raw() <= 1 {
+            return false;
+        }
+        match proc_info::stat_of(parent) {
+            Ok(Some(p)) if p.start_time <= st.start_time => st = p,
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// `pid`'s cgroup v2 as a file-system path (as we see it: our cgroup
@@ -565,22 +450,58 @@ mod tests {
         let me = Pid::current();
         let child = Peers {
             child: me,
-            group: None,
             cgroup: None,
         };
         assert_eq!(judge(Some(&child), me.as_raw()), Verdict::Child);
         assert_eq!(judge(None, me.as_raw()), Verdict::Unchecked);
-        // Pid 1 is not in our group (we are not init's group here) and
-        // neither is pid 0.
-        let other = Peers {
-            child: Pid::from_raw(1).unwrap(),
-            group: Pid::from_raw(1).ok(),
+        // Pid 0 is nobody's; we descend from our parent, not it from us.
+        assert_eq!(judge(Some(&child), 0), Verdict::Refused);
+        let parent = Pid::from_raw(std::os::unix::process::parent_id() as i32).unwrap();
+        if parent.as_raw() > 1 {
+            let ours = Peers {
+                child: parent,
+                cgroup: None,
+            };
+            assert_eq!(judge(Some(&ours), me.as_raw()), Verdict::Descendant);
+            assert_eq!(judge(Some(&child), parent.as_raw()), Verdict::Refused);
+        }
+    }
+
+    #[test]
+    fn a_descendant_is_judged_by_its_parent_chain() {
+        // sh → sleep: the sleep descends from the sh, and from us.
+        let mut sh = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & echo $!; wait"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(sh.stdout.as_mut().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let sleep = Pid::from_raw(line.trim().parse().unwrap()).unwrap();
+        let sh_pid = Pid::from_raw(sh.id() as i32).unwrap();
+        let of = |child: Pid| Peers {
+            child,
             cgroup: None,
         };
-        assert_eq!(judge(Some(&other), 0), Verdict::Refused);
-        if proc_info::stat_of(me).unwrap().unwrap().pgid != 1 {
-            assert_eq!(judge(Some(&other), me.as_raw()), Verdict::Refused);
+        assert_eq!(
+            judge(Some(&of(sh_pid)), sleep.as_raw()),
+            Verdict::Descendant
+        );
+        assert_eq!(
+            judge(Some(&of(Pid::current())), sleep.as_raw()),
+            Verdict::Descendant
+        );
+        assert_eq!(judge(Some(&of(sleep)), sh_pid.as_raw()), Verdict::Refused);
+        // SAFETY: kill(2) takes no pointers; the pid is still the sleep's:
+        // sh has not reaped it (it waits for it).
+        unsafe {
+            libc::kill(sleep.as_raw(), libc::SIGKILL);
         }
+        sh.wait().unwrap();
     }
 
     #[test]

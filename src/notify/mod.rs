@@ -8,8 +8,11 @@
 //! - In: a [`Receiver`] is a manager of our own for one child: a socket the
 //!   child finds in its `NOTIFY_SOCKET`, whose messages are judged by their
 //!   sender's kernel-attached credentials (`SCM_CREDENTIALS`) against the
-//!   child, its process group and its cgroup ([`Peers`]) the moment they are
-//!   read, while the sender is most likely still there to be looked at.
+//!   child, the processes descending from it and its cgroup ([`Peers`]) the
+//!   moment they are read, while the sender is most likely still there to be
+//!   looked at. Its process group is no test: any process of our session may
+//!   join it (`setpgid`). Credentials are the kernel's word, except for a
+//!   sender with `CAP_SYS_ADMIN` (root), which may attach any pid it likes.
 //!
 //! The same types on every OS; only Linux has the credentials (and the
 //! managers) this needs, so elsewhere every constructor is `Unsupported`.
@@ -117,14 +120,12 @@ pub enum Sent {
 }
 
 /// Who may speak for a child on its own notify socket: the child itself,
-/// the members of the process group it leads, and with a cgroup of its own
-/// every process in it (or below it).
+/// every process descending from it (its parent chain at receipt passes
+/// through the child), and with a cgroup of its own every process in it (or
+/// below it).
 #[derive(Clone, Debug)]
 pub struct Peers {
     pub child: Pid,
-    /// The group the child leads (None when it shares ours: then only the
-    /// child itself counts, never our other children).
-    pub group: Option<Pid>,
     /// The child's cgroup, as a file-system path.
     pub cgroup: Option<PathBuf>,
 }
@@ -135,7 +136,8 @@ pub enum Verdict {
     /// No peers were given (a stand-in for a manager, which takes anyone).
     Unchecked,
     Child,
-    Group,
+    /// A process whose parent chain leads to the child.
+    Descendant,
     Cgroup,
     /// None of the peers, gone before it could be looked at, or without
     /// credentials.
@@ -151,7 +153,7 @@ impl Verdict {
         match self {
             Verdict::Unchecked => "unchecked",
             Verdict::Child => "child",
-            Verdict::Group => "group",
+            Verdict::Descendant => "descendant",
             Verdict::Cgroup => "cgroup",
             Verdict::Refused => "refused",
         }

@@ -39,6 +39,8 @@ use super::{Identity, IdentitySeed, InfoError, ProcState, ProcessInfo, ThreadOf}
 use crate::pid::Pid;
 use crate::sys;
 
+pub use super::unsupported::identity_of_handle;
+
 /// The call whose failure a liveness or info error names.
 pub const INFO_CALL: &str = "read /proc";
 
@@ -249,40 +251,128 @@ fn sweep(cache: &mut Vec<Slot>) -> Vec<Slot> {
     out
 }
 
-/// Exists and has not exited. Through a pidfd where possible: it is exact
-/// for a multi-threaded process whose leader thread has exited (its
-/// `/proc/<pid>/stat` says Z, yet the process runs on), it is not subject to
-/// hidepid, and a repeated check costs one poll.
+/// Exists and has not begun to exit. Through a pidfd where possible: it is
+/// not subject to hidepid, and a repeated check costs one poll and one read
+/// of a kept stat fd. The stat read is for the moment a pidfd cannot see: a
+/// process being killed closes its files (and drops its locks) in `do_exit`
+/// before it is a zombie and before its pidfd reports an exit; only
+/// `PF_EXITING` on every thread tells in between (see [`thread_state`]).
 pub fn is_running(pid: Pid) -> io::Result<bool> {
     match pidfd_check(pid, false) {
-        PidfdCheck::Alive(_) => Ok(true),
+        PidfdCheck::Alive(_) => Ok(!exiting_alive(pid)),
         PidfdCheck::NotRunning => Ok(false),
         PidfdCheck::Unavailable => is_running_by_stat(pid),
+    }
+}
+
+/// For a process its pidfd shows alive: has it begun to exit? The stat
+/// through the slot's kept fd where an info read left one, else read afresh
+/// and closed (a liveness check keeps one fd per process, its pidfd: the
+/// fd budget of waits and spawns counts on that). Unreadable or
+/// unparsable: not exiting, as the pidfd said.
+fn exiting_alive(pid: Pid) -> bool {
+    let mut buf = [0u8; STAT_BUF];
+    let n = match read_stat_kept(pid, &mut buf) {
+        Some(n) => n,
+        None => match read_stat(pid, &mut buf) {
+            Ok(Some((n, _))) => n,
+            // No line: hidden (hidepid), or the process was reaped since
+            // the pidfd said alive. Its pidfd, asked again, tells which.
+            _ => return matches!(pidfd_check(pid, false), PidfdCheck::NotRunning),
+        },
+    };
+    match parse_stat(&buf[..n]) {
+        Ok(st) => thread_state(pid, &st) == ProcState::Exiting,
+        Err(_) => false,
     }
 }
 
 fn is_running_by_stat(pid: Pid) -> io::Result<bool> {
     let mut buf = [0u8; STAT_BUF];
     match read_stat(pid, &mut buf)? {
-        Some((n, _)) => Ok(match stat::parse_state(&buf[..n]) {
-            Ok(ProcState::Zombie) => other_threads_run(pid) && is_process(pid),
-            Ok(state) => state.is_running() && is_process(pid),
+        Some((n, _)) => Ok(match parse_stat(&buf[..n]) {
+            Ok(st) => thread_state(pid, &st).is_running() && is_process(pid),
             Err(_) => false,
         }),
         None => is_running_unlisted(pid),
     }
 }
 
-/// For a process whose main thread is a zombie: does any other thread of it
-/// still run? `/proc/<pid>/task` lists the threads not yet released; a
-/// process that is wholly a zombie lists only its leader. Unreadable: no.
-fn other_threads_run(pid: Pid) -> bool {
+/// `PF_EXITING` (include/linux/sched.h): set in `do_exit` by `exit_signals`,
+/// before `exit_files` closes the task's descriptors.
+const PF_EXITING: u64 = 0x4;
+/// `PF_IO_WORKER`: an io_uring worker (libuv's io_uring, Node's fs calls)
+/// listed among the process's threads. It runs the kernel's errands for
+/// the process, never its code, and goes with it: it keeps nothing running.
+const PF_IO_WORKER: u64 = 0x10;
+
+/// The state of the process whose leader's stat is `leader`, judged by its
+/// threads. The leader's own line is the answer unless the leader has
+/// exited or is exiting; then a thread that is neither keeps the process
+/// running (a main thread may end on its own while the others work on), and
+/// its state is the process's. With none left: `Zombie` if the leader is one
+/// and no other thread is listed (the caller's pidfd decides whether the
+/// process has exited), `Exiting` otherwise: every thread is on its way out.
+/// `/proc/<pid>/task` unreadable (the process reaped since its line was
+/// read): what the leader's line says of it, exiting or a zombie.
+fn thread_state(pid: Pid, leader: &Stat) -> ProcState {
+    if leader.flags & PF_EXITING == 0 && leader.state != ProcState::Zombie {
+        return leader.state;
+    }
     let Ok(dir) = std::fs::read_dir(format!("/proc/{}/task", pid.as_raw())) else {
-        return false;
+        return if leader.state == ProcState::Zombie {
+            ProcState::Zombie
+        } else {
+            ProcState::Exiting
+        };
     };
-    let leader = pid.as_raw().to_string();
-    dir.flatten()
-        .any(|e| e.file_name().to_str() != Some(leader.as_str()))
+    let own = pid.as_raw().to_string();
+    let mut others = false;
+    for task in dir.flatten() {
+        if task.file_name().to_str() == Some(own.as_str()) {
+            continue;
+        }
+        others = true;
+        // Gone meanwhile: that thread has exited.
+        let Ok(line) = std::fs::read(task.path().join("stat")) else {
+            continue;
+        };
+        if let Ok(st) = parse_stat(&line) {
+            if st.flags & (PF_EXITING | PF_IO_WORKER) == 0 && st.state.is_running() {
+                return st.state;
+            }
+        }
+    }
+    if leader.state == ProcState::Zombie && !others {
+        ProcState::Zombie
+    } else {
+        ProcState::Exiting
+    }
+}
+
+/// Whether the process with this pid and start time has stopped running
+/// since it was last seen running: it has begun to exit on every thread
+/// (see [`thread_state`]: the moment its locks may be gone while it is
+/// neither a zombie nor reported by a pidfd), is a zombie, or is gone (its
+/// stat line is gone and its pidfd says so, or the pid now names another
+/// process). The caller has just judged it running; a process can be
+/// reaped, and its pid reused, between that and this read, and neither
+/// may make it running again. False (still running) only when its line
+/// shows it so, or when no line shows at all but a pidfd calls the pid
+/// alive (hidden by hidepid).
+pub fn stopped_running(pid: Pid, start_time: u64) -> bool {
+    let mut buf = [0u8; STAT_BUF];
+    match read_stat(pid, &mut buf) {
+        Ok(Some((n, _))) => match parse_stat(&buf[..n]) {
+            Ok(st) if st.start_time == start_time => !thread_state(pid, &st).is_running(),
+            // Another process holds the pid now: ours is gone.
+            Ok(_) => true,
+            Err(_) => false,
+        },
+        // No line: reaped since it was judged, or hidden; its pidfd tells which.
+        Ok(None) => matches!(pidfd_check(pid, false), PidfdCheck::NotRunning),
+        Err(_) => false,
+    }
 }
 
 fn parse_stat(buf: &[u8]) -> io::Result<Stat> {
@@ -323,12 +413,29 @@ fn stat_and_identity_cached(pid: Pid) -> Result<Option<(Stat, Identity)>, InfoEr
     let Some(n) = read_stat_cached(pid, &mut buf).map_err(InfoError::Io)? else {
         return Ok(None);
     };
-    let st = parse_stat(&buf[..n]).map_err(InfoError::Io)?;
-    if !st.state.is_running() || !matches!(pidfd_check(pid, false), PidfdCheck::Alive(_)) {
+    let mut st = parse_stat(&buf[..n]).map_err(InfoError::Io)?;
+    st.state = thread_state(pid, &st);
+    if st.state == ProcState::Zombie || !matches!(pidfd_check(pid, false), PidfdCheck::Alive(_)) {
         return Ok(None);
     }
     let identity = identity_from(st.start_time, Some(inode)).map_err(InfoError::Io)?;
     Ok(Some((st, identity)))
+}
+
+/// Reads the stat line through the stat fd `pid`'s cache slot keeps, if it
+/// keeps one and it still reads (the same process's line, never a
+/// newcomer's). Opens nothing.
+fn read_stat_kept(pid: Pid, buf: &mut [u8; STAT_BUF]) -> Option<usize> {
+    let cache = cache();
+    let fd = cache
+        .iter()
+        .find(|s| s.pid == pid.as_raw())?
+        .stat
+        .as_ref()?;
+    match sys::pread0(fd.as_fd(), buf) {
+        Ok(n) if n > 0 => Some(n),
+        _ => None,
+    }
 }
 
 /// Reads the stat line through the stat fd of `pid`'s cache slot, opening
@@ -393,25 +500,22 @@ fn stat_for(pid: Pid, pidfd: Option<&OwnedFd>) -> Result<StatRead, InfoError> {
         return Ok(StatRead::Gone);
     }
     let mut st = parse_stat(&buf[..n]).map_err(InfoError::Io)?;
+    let leader_state = st.state;
+    st.state = thread_state(pid, &st);
     let inode = match pidfd {
         Some(fd) => {
             let exited = sys::is_readable_now(fd.as_fd()).unwrap_or(false);
-            if exited && st.state.is_running() {
+            if exited && leader_state.is_running() {
                 return Ok(StatRead::Reused);
             }
-            // The leader is a zombie, yet the pidfd (read after the stat)
-            // says the process has not exited: other threads still run.
+            // A zombie leader alone, yet the pidfd (read after the stat) says
+            // the process has not exited: its last threads are going.
             if !exited && st.state == ProcState::Zombie {
                 st.state = ProcState::Exiting;
             }
             pidfd_inode(fd.as_fd())
         }
-        None => {
-            if st.state == ProcState::Zombie && other_threads_run(pid) {
-                st.state = ProcState::Exiting;
-            }
-            None
-        }
+        None => None,
     };
     let identity = identity_from(st.start_time, inode).map_err(InfoError::Io)?;
     Ok(StatRead::Consistent(st, identity))
@@ -582,7 +686,7 @@ pub fn is_running_as(pid: Pid, identity: &str) -> Result<bool, InfoError> {
     // pidfd with the same inode is the same process, no /proc read needed.
     if let Some(wanted_ino) = wanted.inode {
         match pidfd_check(pid, true) {
-            PidfdCheck::Alive(Some(ino)) => return Ok(ino == wanted_ino),
+            PidfdCheck::Alive(Some(ino)) => return Ok(ino == wanted_ino && !exiting_alive(pid)),
             PidfdCheck::NotRunning => return Ok(false),
             PidfdCheck::Alive(None) | PidfdCheck::Unavailable => {}
         }
@@ -677,6 +781,30 @@ mod tests {
         while !sys::is_readable_now(pidfd.as_fd()).expect("poll") {}
         assert_eq!(child_identity(pid, &seed, None).expect("identity"), info);
         child.wait().ok();
+    }
+
+    #[test]
+    fn stopped_running_holds_for_a_zombie_a_reaped_process_and_a_reused_pid() {
+        let me = process_info(Pid::current())
+            .expect("info")
+            .expect("present");
+        let start = me.identity.start_time;
+        assert!(!stopped_running(Pid::current(), start));
+        // Another start time on this pid: the process it names is gone.
+        assert!(stopped_running(Pid::current(), start + 1));
+        let (mut child, pid) = sleeper();
+        let start = child_identity(pid, &IdentitySeed::default(), None)
+            .expect("identity")
+            .start_time;
+        assert!(!stopped_running(pid, start));
+        child.kill().ok();
+        let pidfd = sys::pidfd_open(pid).expect("pidfd");
+        while !sys::is_readable_now(pidfd.as_fd()).expect("poll") {}
+        // A zombie, not yet reaped.
+        assert!(stopped_running(pid, start));
+        child.wait().ok();
+        // Reaped: no line, and its pidfd says so.
+        assert!(stopped_running(pid, start));
     }
 
     #[test]

@@ -19,9 +19,16 @@ use std::io;
 use std::os::fd::OwnedFd;
 use std::sync::OnceLock;
 
-use super::stat::Stat;
 use super::{Identity, InfoError, ProcState, ProcessInfo};
 use crate::pid::Pid;
+
+// No pidfd, no stat line, no boot id as Linux has it, no process handle;
+// nothing cached (see `unsupported`). The start time comes from
+// `proc_pidinfo` (see `child_identity`), not from a seed.
+pub use super::unsupported::{
+    current_boot, forget, identity_of_handle, pidfd_inode, start_tick_between,
+    stat_and_identity_of_pidfd, stat_of,
+};
 
 /// The call whose failure a liveness or info error names.
 pub const INFO_CALL: &str = "proc_pidinfo";
@@ -110,6 +117,28 @@ fn exists_unreadable(pid: Pid) -> bool {
     }
 }
 
+/// `PROC_FLAG_INEXIT` (`<sys/proc_info.h>`; libc does not export it): XNU's
+/// `fill_procbsdinfo` sets it from `P_LEXIT`, which `exit1` sets before
+/// `proc_exit` closes the process's descriptors (and drops its locks).
+const PROC_FLAG_INEXIT: u32 = 4;
+
+/// Whether the process with this pid and start time (microseconds, as in
+/// its identity), just judged running, has stopped since: in its exit (it
+/// may have dropped its locks while it still looks alive), a zombie, gone,
+/// or its pid now another process's. False (running) when it may not be
+/// read.
+pub fn stopped_running(pid: Pid, start_time: u64) -> bool {
+    match bsdinfo(pid) {
+        Ok(Some(info)) => {
+            identity(&info).start_time != start_time
+                || !state(info.pbi_status).is_running()
+                || info.pbi_flags & PROC_FLAG_INEXIT != 0
+        }
+        Ok(None) => true,
+        Err(_) => false,
+    }
+}
+
 pub fn is_running(pid: Pid) -> io::Result<bool> {
     match bsdinfo(pid) {
         Ok(Some(info)) => Ok(state(info.pbi_status).is_running()),
@@ -171,9 +200,6 @@ pub fn prepare_identity() {
     let _ = boot_id();
 }
 
-/// Nothing is cached on macOS.
-pub fn forget(_pid: Pid) {}
-
 /// Thread ids on macOS are not pids: every pid is a process.
 pub fn thread_of(_pid: Pid) -> super::ThreadOf {
     super::ThreadOf::NotAThread
@@ -192,24 +218,4 @@ pub fn identity_from(start_time: u64, inode: Option<u64>) -> io::Result<Identity
 /// whose pid cannot be reused).
 pub fn identity_of_pidfd(pid: Pid, _pidfd: &OwnedFd) -> Result<Option<Identity>, InfoError> {
     identity_of(pid)
-}
-
-/// No pidfds here, and no stat line: never reached (`sys::pidfd_open` is
-/// ENOSYS on macOS, so no caller holds a pidfd).
-pub fn stat_and_identity_of_pidfd(
-    _pid: Pid,
-    _pidfd: &OwnedFd,
-) -> Result<Option<(Stat, Identity)>, InfoError> {
-    Err(InfoError::Io(io::Error::from_raw_os_error(libc::ENOSYS)))
-}
-
-/// No cheap start-time seed on macOS: the start time comes from
-/// `proc_pidinfo` (see [`child_identity`]).
-pub fn start_tick_between(_before_ns: u64, _after_ns: u64) -> Option<u64> {
-    None
-}
-
-/// No pidfds on macOS, so never called with one; no inode to report.
-pub fn pidfd_inode(_fd: impl std::os::fd::AsFd) -> Option<u64> {
-    None
 }

@@ -3,33 +3,32 @@
 //! A zombie is dead here, everywhere: it has exited, it will never run
 //! again, and only its parent's `wait` stands between it and oblivion.
 //! `kill(pid, 0)` calls it alive; that lie is what this module exists to end.
+//!
+//! The same names on every OS (one list, below): each OS file has what its
+//! OS has and takes the rest from `unsupported`, whose calls are never
+//! reached there.
 
 pub mod stat;
 
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
-pub use linux::{
-    child_identity, current_boot, forget, identity_from, identity_of, identity_of_pidfd,
-    is_running, is_running_as, pidfd_inode, prepare_identity, process_info, start_tick_between,
-    stat_and_identity_of_pidfd, stat_of, thread_of, HIDDEN_REASON, INFO_CALL,
-};
-
+use linux as imp;
 #[cfg(target_os = "macos")]
 mod macos;
 #[cfg(target_os = "macos")]
-pub use macos::{
-    child_identity, forget, identity_from, identity_of, identity_of_pidfd, is_running,
-    is_running_as, pidfd_inode, prepare_identity, process_info, start_tick_between,
-    stat_and_identity_of_pidfd, thread_of, HIDDEN_REASON, INFO_CALL,
-};
-
+use macos as imp;
 #[cfg(windows)]
 mod windows;
 #[cfg(windows)]
-pub use windows::{
-    identity_of_handle, is_running, is_running_as, process_info, thread_of, HIDDEN_REASON,
-    INFO_CALL,
+use windows as imp;
+mod unsupported;
+
+pub use imp::{
+    child_identity, current_boot, forget, identity_from, identity_of, identity_of_handle,
+    identity_of_pidfd, is_running, is_running_as, pidfd_inode, prepare_identity, process_info,
+    start_tick_between, stat_and_identity_of_pidfd, stat_of, stopped_running, thread_of,
+    HIDDEN_REASON, INFO_CALL,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,10 +38,11 @@ pub enum ProcState {
     DiskSleep,
     Stopped,
     Zombie,
-    /// Linux: the main thread has exited (`/proc/<pid>/stat` says Z) while
-    /// other threads of the process still run — a process being killed,
-    /// until its last thread is gone, or one whose main thread ended on its
-    /// own. It still runs: its files (and locks) are still open.
+    /// Linux: every thread of the process is exiting (`PF_EXITING`): the
+    /// kernel has begun tearing it down and its files (and locks) are
+    /// closing, though it is not a zombie yet and a pidfd does not report
+    /// its exit yet. It no longer runs. (A process whose main thread alone
+    /// has ended runs on, and has the state of a thread that still runs.)
     Exiting,
     Dead,
     Idle,
@@ -77,9 +77,12 @@ impl ProcState {
         }
     }
 
-    /// Exists and has not exited.
+    /// Exists and has not begun to exit.
     pub fn is_running(self) -> bool {
-        !matches!(self, ProcState::Zombie | ProcState::Dead)
+        !matches!(
+            self,
+            ProcState::Zombie | ProcState::Exiting | ProcState::Dead
+        )
     }
 
     pub fn as_str(self) -> &'static str {

@@ -18,6 +18,8 @@ pub struct Stat {
     pub pgid: i32,
     /// Session id (field 6).
     pub session: i32,
+    /// The kernel's per-task flags (field 9): `PF_EXITING` among them.
+    pub flags: u64,
     /// Clock ticks since boot at which the process started (field 22).
     pub start_time: u64,
     /// A zombie's wait status as `waitpid` would report it (field 52,
@@ -61,8 +63,13 @@ pub fn parse(buf: &[u8]) -> Result<Stat, ParseError> {
     let ppid = next_num::<i32>(&mut fields, "ppid")?; // 4
     let pgid = next_num::<i32>(&mut fields, "pgrp")?; // 5
     let session = next_num::<i32>(&mut fields, "session")?; // 6
-    let start_time = fields // skip fields 7..=21
-        .nth(21 - 7 + 1)
+    let flags = fields // skip fields 7 and 8
+        .nth(9 - 7)
+        .ok_or(ParseError("no flags"))?
+        .parse::<u64>()
+        .map_err(|_| ParseError("bad flags"))?; // 9
+    let start_time = fields // skip fields 10..=21
+        .nth(21 - 10 + 1)
         .ok_or(ParseError("no starttime"))?
         .parse::<u64>()
         .map_err(|_| ParseError("bad starttime"))?; // 22
@@ -74,6 +81,7 @@ pub fn parse(buf: &[u8]) -> Result<Stat, ParseError> {
         ppid,
         pgid,
         session,
+        flags,
         start_time,
         exit_code,
     })

@@ -24,6 +24,14 @@ use super::{Identity, InfoError, ProcState, ProcessInfo, ThreadOf};
 use crate::pid::Pid;
 use crate::sys;
 
+// No pidfd, no stat line, no boot id; a process is identified by its handle
+// alone (`identity_of_handle`), never by pid (see `unsupported`).
+pub use super::unsupported::{
+    child_identity, current_boot, forget, identity_from, identity_of, identity_of_pidfd,
+    pidfd_inode, prepare_identity, start_tick_between, stat_and_identity_of_pidfd, stat_of,
+    stopped_running,
+};
+
 /// The call whose failure a liveness or info error names.
 pub const INFO_CALL: &str = "OpenProcess";
 

@@ -36,13 +36,23 @@ pub enum Stdio {
     },
 }
 
+/// The child's environment.
+#[derive(Clone, Debug)]
+pub enum Environment {
+    /// This process's environment as it is at the spawn, passed through
+    /// exactly (Linux: its `environ` entries copied straight into the
+    /// child's C strings, with no owned pairs in between).
+    Inherit,
+    /// Exactly these, in order. Bytes, not strings: UTF-8 or not.
+    Set(Vec<(OsString, OsString)>),
+}
+
 #[derive(Clone, Debug)]
 pub struct Command {
     pub program: String,
     pub args: Vec<String>,
-    /// The complete environment of the child, in order. Bytes, not strings:
-    /// an inherited environment passes through exactly, UTF-8 or not.
-    pub env: Vec<(OsString, OsString)>,
+    /// The complete environment of the child.
+    pub env: Environment,
     pub cwd: Option<PathBuf>,
     pub stdio: [Stdio; 3],
     /// A process group of its own (Windows: a console process group, so
@@ -58,6 +68,9 @@ pub struct Command {
     /// Credentials the child switches to before exec (Unix only).
     pub uid: Option<u32>,
     pub gid: Option<u32>,
+    /// The child's file mode creation mask, set before exec (Linux only:
+    /// macOS's posix_spawn has no umask action, Windows no umask).
+    pub umask: Option<u32>,
     /// The child's argv[0] (Windows: the first word of its command line);
     /// `program` when None. The program run is always the one `program`
     /// resolves to.
@@ -65,6 +78,11 @@ pub struct Command {
     /// A session of its own (`setsid`) rather than a process group: the
     /// cgroup guardian, which a terminal's Ctrl-C must not reach (Unix).
     pub new_session: bool,
+    /// Born ignoring SIGTERM, SIGINT and SIGHUP (an ignored disposition
+    /// survives `execve`): the cgroup guardian, which a unit's stop sends
+    /// SIGTERM the moment it starts, before a shell could run its first
+    /// `trap` (Linux).
+    pub ignore_stop_signals: bool,
     /// The cgroup the child is born in (Linux).
     pub cgroup: Option<IntoCgroup>,
 }

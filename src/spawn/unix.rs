@@ -21,11 +21,11 @@ mod clone3;
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
-use linux as os;
+use linux as imp;
 #[cfg(target_os = "macos")]
 mod macos;
 #[cfg(target_os = "macos")]
-use macos as os;
+use macos as imp;
 #[cfg(target_os = "macos")]
 use macos::on_main_thread;
 
@@ -38,7 +38,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
 
-use super::{At, Command, SpawnError, Stdio};
+use super::{At, Command, Environment, SpawnError, Stdio};
 use crate::pid::{Pid, Signal};
 
 /// Where a contained child starts: its cgroup's directory (for `clone3`'s
@@ -72,6 +72,8 @@ pub enum Stage {
     /// Entering the child's cgroup (`cgroup.procs`, or `clone3`).
     Cgroup,
     Setsid,
+    /// Refused where the child cannot be given a umask (macOS).
+    Umask,
 }
 
 impl Stage {
@@ -91,6 +93,7 @@ impl Stage {
             12 => Stage::Setuid,
             13 => Stage::Cgroup,
             14 => Stage::Setsid,
+            15 => Stage::Umask,
             _ => Stage::Spawner,
         }
     }
@@ -105,7 +108,8 @@ impl Stage {
             | Stage::Setgid
             | Stage::Setuid
             | Stage::Cgroup
-            | Stage::Setsid => At::Setup,
+            | Stage::Setsid
+            | Stage::Umask => At::Setup,
             Stage::Resolve | Stage::Stdio | Stage::Clone | Stage::Execve | Stage::Spawner => {
                 At::Spawn
             }
@@ -129,6 +133,7 @@ impl Stage {
             Stage::Setuid => "setuid",
             Stage::Cgroup => "cgroup.procs",
             Stage::Setsid => "setsid",
+            Stage::Umask => "umask",
         }
     }
 }
@@ -174,10 +179,17 @@ pub struct Prepared {
     notify: Option<(OwnedFd, i32)>,
     uid: Option<u32>,
     gid: Option<u32>,
+    umask: Option<u32>,
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     new_session: bool,
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    ignore_stop_signals: bool,
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     cgroup: Option<IntoCgroup>,
+    /// This process (`getpid`, once per spawn): the child's death-signal
+    /// check compares its parent with it, and the main-thread check too.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    parent_pid: Pid,
 }
 
 fn cstring(s: &str, what: &str) -> Result<CString, SpawnError> {
@@ -208,18 +220,13 @@ const DEFAULT_PATH: &[u8] = b"/bin:/usr/bin";
 /// checks here join it to `cwd` (itself relative to our cwd when relative).
 /// A command without `/` that is found nowhere is ENOENT before any process
 /// exists; one found only without execute permission is EACCES.
-fn resolve(
-    program: &str,
-    env: &[(OsString, OsString)],
-    cwd: Option<&Path>,
-) -> Result<PathBuf, SpawnError> {
+fn resolve(program: &str, envp: &[CString], cwd: Option<&Path>) -> Result<PathBuf, SpawnError> {
     if program.contains('/') {
         return Ok(PathBuf::from(program));
     }
-    let path_var = env
+    let path_var = envp
         .iter()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.as_bytes())
+        .find_map(|e| e.as_bytes().strip_prefix(b"PATH="))
         .unwrap_or(DEFAULT_PATH);
     let mut saw_unexecutable = false;
     for dir in path_var.split(|&b| b == b':') {
@@ -382,6 +389,86 @@ fn open_file(
     Ok(fd)
 }
 
+/// Clears `O_NONBLOCK` on fd `fd` (one of the child's 0..2), as libuv does
+/// for every `child_process` child. The flag lives on the open file
+/// description, which an inherited stdio shares with Node: Node keeps its
+/// own pipes and sockets non-blocking, and a program handed such a stdout
+/// (`seq`, `cat`, most of C) fails with EAGAIN on the first full pipe
+/// instead of waiting for its reader. Clearing it changes Node's copy too,
+/// exactly as `child_process.spawn` does; libuv copes with a blocking fd.
+///
+/// Async-signal-safe (two `fcntl`s, no allocation): the Linux child calls it
+/// between `clone` and `execve`. A closed fd (EBADF) is left alone.
+pub(super) fn make_blocking(fd: RawFd) {
+    // SAFETY: F_GETFL on an fd number only reads the description's flags.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags >= 0 && flags & libc::O_NONBLOCK != 0 {
+        // SAFETY: F_SETFL with the flags just read, less O_NONBLOCK.
+        unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) };
+    }
+}
+
+/// `key=value` C strings of `vars`, in order; a key must be non-empty and
+/// without `=`, and nothing may hold a NUL byte.
+fn envp_of(vars: &[(OsString, OsString)]) -> Result<Vec<CString>, SpawnError> {
+    let mut envp = Vec::with_capacity(vars.len());
+    for (k, v) in vars {
+        let (k, v) = (k.as_bytes(), v.as_bytes());
+        if k.is_empty() || k.contains(&b'=') {
+            return Err(SpawnError::Invalid(format!(
+                "env key {:?} must be non-empty and must not contain '='",
+                String::from_utf8_lossy(k)
+            )));
+        }
+        let entry = [k, b"=", v].concat();
+        envp.push(
+            CString::new(entry)
+                .map_err(|_| SpawnError::Invalid("env must not contain NUL bytes".into()))?,
+        );
+    }
+    Ok(envp)
+}
+
+/// This process's environment as it is now: each `environ` entry copied
+/// into a C string as it is (one allocation an entry, where owned pairs
+/// and then `key=value` strings took three), as libuv passes `environ` to
+/// a child without `env`.
+///
+/// Read as `std::env::vars_os` reads it: std's lock around that read only
+/// orders it against std's own `set_var` in this library (there is none);
+/// Node's `process.env` writes are made on the JS thread, which is the one
+/// spawning here, or by a worker under `SHARE_ENV`, which neither guards.
+#[cfg(target_os = "linux")]
+fn inherited_envp() -> Result<Vec<CString>, SpawnError> {
+    extern "C" {
+        static environ: *const *const libc::c_char;
+    }
+    // SAFETY: reads the pointer's value; `environ` is NULL or a
+    // NULL-terminated array of NUL-terminated strings (see above for who
+    // may change it meanwhile).
+    let base = unsafe { environ };
+    let mut envp = Vec::new();
+    if base.is_null() {
+        return Ok(envp);
+    }
+    loop {
+        // SAFETY: `base` is NULL-terminated and every index before this one
+        // held an entry, so `base + envp.len()` is within the array.
+        let entry = unsafe { *base.add(envp.len()) };
+        if entry.is_null() {
+            return Ok(envp);
+        }
+        // SAFETY: each entry is a NUL-terminated string, copied at once.
+        envp.push(unsafe { std::ffi::CStr::from_ptr(entry) }.to_owned());
+    }
+}
+
+/// Elsewhere (macOS: `environ` is not for a library to link against) through std.
+#[cfg(not(target_os = "linux"))]
+fn inherited_envp() -> Result<Vec<CString>, SpawnError> {
+    envp_of(&std::env::vars_os().collect::<Vec<_>>())
+}
+
 /// The parent's ends: stdio pipes and the notify pipe's read end.
 type ParentEnds = ([Option<OwnedFd>; 3], Option<OwnedFd>);
 
@@ -398,21 +485,10 @@ fn prepare(cmd: &Command) -> Result<(Prepared, ParentEnds), SpawnError> {
     for a in &cmd.args {
         argv.push(cstring(a, "args")?);
     }
-    let mut envp = Vec::with_capacity(cmd.env.len());
-    for (k, v) in &cmd.env {
-        let (k, v) = (k.as_bytes(), v.as_bytes());
-        if k.is_empty() || k.contains(&b'=') {
-            return Err(SpawnError::Invalid(format!(
-                "env key {:?} must be non-empty and must not contain '='",
-                String::from_utf8_lossy(k)
-            )));
-        }
-        let entry = [k, b"=", v].concat();
-        envp.push(
-            CString::new(entry)
-                .map_err(|_| SpawnError::Invalid("env must not contain NUL bytes".into()))?,
-        );
-    }
+    let envp = match &cmd.env {
+        Environment::Set(vars) => envp_of(vars)?,
+        Environment::Inherit => inherited_envp()?,
+    };
     let cwd = match &cmd.cwd {
         Some(dir) => {
             let meta = std::fs::metadata(dir).map_err(|e| SpawnError::os(e, Stage::Cwd))?;
@@ -429,7 +505,7 @@ fn prepare(cmd: &Command) -> Result<(Prepared, ParentEnds), SpawnError> {
         }
         None => None,
     };
-    let path = resolve(&cmd.program, &cmd.env, cmd.cwd.as_deref())?;
+    let path = resolve(&cmd.program, &envp, cmd.cwd.as_deref())?;
     let path = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| SpawnError::Invalid("command must not contain NUL bytes".into()))?;
     let mut child_stdio: [ChildFd; 3] = [ChildFd::Inherit, ChildFd::Inherit, ChildFd::Inherit];
@@ -463,8 +539,11 @@ fn prepare(cmd: &Command) -> Result<(Prepared, ParentEnds), SpawnError> {
             notify,
             uid: cmd.uid,
             gid: cmd.gid,
+            umask: cmd.umask,
             new_session: cmd.new_session,
+            ignore_stop_signals: cmd.ignore_stop_signals,
             cgroup: cmd.cgroup.clone(),
+            parent_pid: Pid::current(),
         },
         (pipes, notify_read),
     ))
@@ -489,7 +568,7 @@ fn send_to_spawner(job: Job) -> Result<(), SpawnError> {
                 .name("procward-spawner".into())
                 .spawn(move || {
                     block_all_signals();
-                    let mut stack = vec![0u8; os::CHILD_STACK];
+                    let mut stack = vec![0u8; imp::CHILD_STACK];
                     for job in rx {
                         job(&mut stack);
                     }
@@ -515,7 +594,12 @@ fn block_all_signals() {
 /// and when it returns Err no process and no fd is left behind.
 pub fn spawn(cmd: &Command, want_pidfd: bool) -> Result<Child, SpawnError> {
     let (prep, (pipes, notify)) = prepare(cmd)?;
-    let raw = if on_main_thread() {
+    crate::spawn_trace::mark(crate::spawn_trace::PREPARED);
+    #[cfg(target_os = "linux")]
+    let main = on_main_thread(prep.parent_pid);
+    #[cfg(target_os = "macos")]
+    let main = on_main_thread();
+    let raw = if main {
         // The main thread lives as long as the process, so it may create
         // the child itself: no hop to the spawner thread and back.
         MAIN_STACK.with(|stack| {
@@ -526,6 +610,7 @@ pub fn spawn(cmd: &Command, want_pidfd: bool) -> Result<Child, SpawnError> {
     } else {
         on_spawner_thread(prep, want_pidfd)?
     }?;
+    crate::spawn_trace::mark(crate::spawn_trace::SPAWNED);
     Ok(Child {
         pid: raw.pid,
         pidfd: raw.pidfd,
@@ -535,14 +620,33 @@ pub fn spawn(cmd: &Command, want_pidfd: bool) -> Result<Child, SpawnError> {
 }
 
 thread_local! {
-    static MAIN_STACK: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0u8; os::CHILD_STACK]);
+    static MAIN_STACK: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0u8; imp::CHILD_STACK]);
 }
 
+/// Whether this thread is the main thread of process `pid` (this one):
+/// its thread id is the pid. The thread id is asked once per thread and
+/// process (a fork gives the forking thread a new id, and the process a new
+/// pid, so a cached answer is never used across a fork).
 #[cfg(target_os = "linux")]
-fn on_main_thread() -> bool {
-    // SAFETY: gettid and getpid take no arguments and cannot fail.
-    let tid = unsafe { libc::syscall(libc::SYS_gettid) };
-    tid == libc::c_long::from(std::process::id() as i32)
+fn on_main_thread(pid: Pid) -> bool {
+    use std::cell::Cell;
+    thread_local! {
+        /// (pid it was asked in, thread id).
+        static TID: Cell<(i32, libc::c_long)> = const { Cell::new((0, 0)) };
+    }
+    let pid = pid.as_raw();
+    TID.with(|cached| {
+        let (asked_in, tid) = cached.get();
+        let tid = if asked_in == pid {
+            tid
+        } else {
+            // SAFETY: gettid takes no arguments and cannot fail.
+            let tid = unsafe { libc::syscall(libc::SYS_gettid) };
+            cached.set((pid, tid));
+            tid
+        };
+        tid == libc::c_long::from(pid)
+    })
 }
 
 /// Blocks every signal on this thread until dropped, so that none of the
@@ -577,9 +681,9 @@ fn clone_with_retry(
     prep: &Prepared,
     want_pidfd: bool,
     stack: &mut [u8],
-) -> Result<os::RawChild, SpawnError> {
+) -> Result<imp::RawChild, SpawnError> {
     let want_pidfd = want_pidfd && !NO_CLONE_PIDFD.load(Ordering::Relaxed);
-    let res = os::clone_exec(prep, want_pidfd, stack);
+    let res = imp::clone_exec(prep, want_pidfd, stack);
     let retry = match &res {
         // Kernels before 5.2 reject CLONE_PIDFD with EINVAL (remembered), and
         // a full fd table fails it with EMFILE/ENFILE; the caller then
@@ -599,7 +703,7 @@ fn clone_with_retry(
         _ => false,
     };
     if retry {
-        os::clone_exec(prep, false, stack)
+        imp::clone_exec(prep, false, stack)
     } else {
         res
     }
@@ -608,7 +712,7 @@ fn clone_with_retry(
 fn on_spawner_thread(
     prep: Prepared,
     want_pidfd: bool,
-) -> Result<Result<os::RawChild, SpawnError>, SpawnError> {
+) -> Result<Result<imp::RawChild, SpawnError>, SpawnError> {
     let (tx, rx) = mpsc::sync_channel(1);
     let job: Job = Box::new(move |stack: &mut [u8]| {
         let res = clone_with_retry(&prep, want_pidfd, stack);
@@ -629,13 +733,18 @@ mod tests {
         vec![("PATH".into(), "/usr/bin:/bin".into())]
     }
 
+    /// `vars` as the child's C strings.
+    fn envp(vars: Vec<(OsString, OsString)>) -> Vec<CString> {
+        envp_of(&vars).unwrap()
+    }
+
     /// `program args…` leading a group of its own, stdio ignored, nothing
     /// else asked for.
     fn command(program: &str, args: Vec<String>) -> Command {
         Command {
             program: program.into(),
             args,
-            env: env(),
+            env: Environment::Set(env()),
             cwd: None,
             stdio: [Stdio::Ignore, Stdio::Ignore, Stdio::Ignore],
             process_group: true,
@@ -643,22 +752,24 @@ mod tests {
             notify_fd: None,
             uid: None,
             gid: None,
+            umask: None,
             argv0: None,
             new_session: false,
+            ignore_stop_signals: false,
             cgroup: None,
         }
     }
 
     #[test]
     fn resolves_through_path() {
-        let p = resolve("sh", &env(), None).unwrap();
+        let p = resolve("sh", &envp(env()), None).unwrap();
         assert!(p.ends_with("sh"));
         assert!(p.is_absolute());
     }
 
     #[test]
     fn missing_command_is_enoent_before_any_process() {
-        match resolve("procward-no-such-command", &env(), None) {
+        match resolve("procward-no-such-command", &envp(env()), None) {
             Err(SpawnError::Os { err, at, syscall }) => {
                 assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
                 assert_eq!((at, syscall), (At::Spawn, Stage::Resolve.syscall()));
@@ -705,16 +816,16 @@ mod tests {
         // The child runs `bin/tool` after its chdir to .../work; the check
         // here found it at .../work/bin/tool.
         let work = s.0.join("work");
-        let p = resolve("tool", &path_env("bin:/usr/bin"), Some(&work)).unwrap();
+        let p = resolve("tool", &envp(path_env("bin:/usr/bin")), Some(&work)).unwrap();
         assert_eq!(p, PathBuf::from("bin/tool"));
         // An empty entry is the child's cwd.
         s.executable("work/tool2");
-        let p = resolve("tool2", &path_env("/usr/bin:"), Some(&work)).unwrap();
+        let p = resolve("tool2", &envp(path_env("/usr/bin:")), Some(&work)).unwrap();
         assert_eq!(p, PathBuf::from("./tool2"));
         // Not there from the child's cwd: not found, wherever we are.
-        assert!(resolve("tool", &path_env("bin"), Some(&s.0)).is_err());
+        assert!(resolve("tool", &envp(path_env("bin")), Some(&s.0)).is_err());
         // Absolute entries are absolute whatever the cwd.
-        let p = resolve("sh", &path_env("/bin"), Some(&work)).unwrap();
+        let p = resolve("sh", &envp(path_env("/bin")), Some(&work)).unwrap();
         assert_eq!(p, PathBuf::from("/bin/sh"));
     }
 
@@ -722,7 +833,7 @@ mod tests {
     fn the_first_path_wins_and_a_missing_one_is_glibcs_default() {
         let mut env = path_env("/nonexistent");
         env.push(("PATH".into(), "/usr/bin:/bin".into()));
-        assert!(resolve("sh", &env, None).is_err());
+        assert!(resolve("sh", &envp(env), None).is_err());
         let p = resolve("sh", &[], None).unwrap();
         assert_eq!(p, PathBuf::from("/bin/sh"));
     }
@@ -750,13 +861,33 @@ mod tests {
     }
 
     #[test]
+    fn an_inherited_environment_is_this_processs_as_it_is() {
+        let c = Command {
+            env: Environment::Inherit,
+            ..command("sh", vec![])
+        };
+        let (prepared, _) = prepare(&c).unwrap();
+        let expected: Vec<Vec<u8>> = std::env::vars_os()
+            .map(|(k, v)| [k.as_bytes(), b"=", v.as_bytes()].concat())
+            .collect();
+        let got: Vec<Vec<u8>> = prepared
+            .envp
+            .iter()
+            .map(|e| e.as_bytes().to_vec())
+            .collect();
+        assert_eq!(got, expected);
+        // The PATH lookup reads the same entries.
+        assert!(prepared.path.as_bytes().ends_with(b"/sh"));
+    }
+
+    #[test]
     fn rejects_nul_and_bad_env_keys() {
         let base = command("true", vec![]);
         let mut c = base.clone();
         c.args.push("a\0b".into());
         assert!(matches!(prepare(&c), Err(SpawnError::Invalid(_))));
         let mut c = base.clone();
-        c.env.push(("A=B".into(), "x".into()));
+        c.env = Environment::Set(vec![("A=B".into(), "x".into())]);
         assert!(matches!(prepare(&c), Err(SpawnError::Invalid(_))));
         let mut c = base.clone();
         c.program = String::new();
@@ -782,6 +913,74 @@ mod tests {
             }
             Err(e) => panic!("{e:?}"),
             Ok(_) => panic!("spawned a missing program"),
+        }
+    }
+
+    /// The child's umask is the one asked for (the exit status carries
+    /// it), and ours is left as it was: the child has fs attributes of its
+    /// own (no CLONE_FS).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn umask_is_the_childs_alone() {
+        // Read, not set: the other tests' threads share the mask.
+        let ours = || {
+            let status = std::fs::read_to_string("/proc/self/status").unwrap();
+            let line = status.lines().find(|l| l.starts_with("Umask:")).unwrap();
+            line["Umask:".len()..].trim().to_string()
+        };
+        let before = ours();
+        for mask in [0o077, 0o002, 0] {
+            let cmd = Command {
+                umask: Some(mask),
+                ..command("/bin/sh", vec!["-c".into(), "exit $(( $(umask) ))".into()])
+            };
+            let child = spawn(&cmd, true).unwrap();
+            let status = crate::sys::waitid_pid(child.pid, libc::WEXITED).unwrap();
+            assert_eq!(status, crate::sys::WaitStatus::Exited(mask as i32));
+        }
+        assert_eq!(ours(), before);
+    }
+
+    /// `ignore_stop_signals`: SIGTERM, SIGINT and SIGHUP are ignored from
+    /// the exec on (the guardian must survive a unit's stop sent before its
+    /// shell reaches `trap`); without it, none is (Node's SIGPIPE neither).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn stop_signals_ignored_from_the_exec_on() {
+        let ignored = |pid: Pid| {
+            let status = std::fs::read_to_string(format!("/proc/{}/status", pid.as_raw())).unwrap();
+            let line = status.lines().find(|l| l.starts_with("SigIgn:")).unwrap();
+            u64::from_str_radix(line["SigIgn:".len()..].trim(), 16).unwrap()
+        };
+        let bit = |sig: i32| 1u64 << (sig - 1);
+        let stop = bit(libc::SIGTERM) | bit(libc::SIGINT) | bit(libc::SIGHUP);
+        for immune in [true, false] {
+            let cmd = Command {
+                ignore_stop_signals: immune,
+                ..command("/bin/sh", vec!["-c".into(), "exec sleep 5".into()])
+            };
+            let child = spawn(&cmd, true).unwrap();
+            // Signalled the instant the spawn returns: the shell has run
+            // nothing of its script yet.
+            crate::sys::kill(child.pid, Signal::TERM).unwrap();
+            crate::sys::kill(child.pid, Signal::from_raw(libc::SIGHUP).unwrap()).unwrap();
+            let mask = if immune {
+                Some(ignored(child.pid))
+            } else {
+                None
+            };
+            if immune {
+                crate::sys::kill(child.pid, Signal::KILL).unwrap();
+            }
+            let status = crate::sys::waitid_pid(child.pid, libc::WEXITED).unwrap();
+            match mask {
+                Some(mask) => {
+                    assert_eq!(mask & stop, stop, "SigIgn {mask:x}");
+                    assert_eq!(mask & bit(libc::SIGPIPE), 0, "SigIgn {mask:x}");
+                    assert_eq!(status, crate::sys::WaitStatus::Signaled(libc::SIGKILL));
+                }
+                None => assert_eq!(status, crate::sys::WaitStatus::Signaled(libc::SIGTERM)),
+            }
         }
     }
 

@@ -51,7 +51,7 @@ use windows_sys::Win32::System::Threading::{
     STARTUPINFOEXW,
 };
 
-use super::{At, Command, SpawnError, Stdio};
+use super::{At, Command, Environment, SpawnError, Stdio};
 use crate::pid::Pid;
 use crate::sys;
 
@@ -390,6 +390,9 @@ pub fn spawn(cmd: &Command, _want_pidfd: bool) -> Result<Child, SpawnError> {
     if cmd.uid.is_some() || cmd.gid.is_some() {
         return Err(unsupported("uid/gid"));
     }
+    if cmd.umask.is_some() {
+        return Err(unsupported("umask"));
+    }
     if cmd.notify_fd.is_some() {
         return Err(unsupported("a readiness fd (notifyFd)"));
     }
@@ -415,8 +418,16 @@ pub fn spawn(cmd: &Command, _want_pidfd: bool) -> Result<Child, SpawnError> {
         }
         None => std::env::current_dir().map_err(os(At::Chdir, "getcwd"))?,
     };
-    let block = env_block(&cmd.env)?;
-    let path_var = env_get(&cmd.env, "PATH");
+    let inherited: Vec<(OsString, OsString)>;
+    let env: &[(OsString, OsString)] = match &cmd.env {
+        Environment::Set(vars) => vars,
+        Environment::Inherit => {
+            inherited = std::env::vars_os().collect();
+            &inherited
+        }
+    };
+    let block = env_block(env)?;
+    let path_var = env_get(env, "PATH");
     let program =
         resolve(&cmd.program, &cwd, path_var, &|p| p.is_file()).ok_or(SpawnError::Os {
             err: not_found(),

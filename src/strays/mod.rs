@@ -78,6 +78,7 @@ mod tests {
             ppid: 1,
             pgid,
             session,
+            flags: 0,
             start_time,
             exit_code: Some(0),
         }

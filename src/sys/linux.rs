@@ -9,6 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::unix::{cvt, waitid_info, WaitStatus};
 use crate::pid::{Pid, Signal};
 
+mod socket;
+pub use socket::*;
+
 /// `pidfd_open(2)` (Linux 5.3). The fd refers to this very process for as
 /// long as it is open, whatever later happens to the pid number. It turns
 /// readable once the process has exited (a zombie counts).

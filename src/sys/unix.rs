@@ -10,13 +10,32 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 
 use crate::pid::{Pid, Signal};
 
-/// A C call's result: -1 means failure, with the reason in `errno`.
-pub(super) fn cvt<T: PartialEq + From<i8>>(ret: T) -> io::Result<T> {
+/// A C call's result: -1 means failure, with the reason in `errno`. The
+/// crate's one such check: every module that makes a C call of its own
+/// uses this one (`crate::sys::cvt`).
+pub(crate) fn cvt<T: PartialEq + From<i8>>(ret: T) -> io::Result<T> {
     if ret == T::from(-1) {
         Err(io::Error::last_os_error())
     } else {
         Ok(ret)
     }
+}
+
+/// `geteuid()`: the uid our permissions are checked as.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid takes no arguments and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// The soft `RLIMIT_NOFILE`: None when it is unlimited or cannot be read.
+pub fn nofile_soft_limit() -> Option<libc::rlim_t> {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit fills the struct we own.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } == 0;
+    (ok && rl.rlim_cur != libc::RLIM_INFINITY).then_some(rl.rlim_cur)
 }
 
 /// A C string kept in a fixed-size field (`utsname.release`,

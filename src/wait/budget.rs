@@ -13,16 +13,9 @@ static HELD: AtomicUsize = AtomicUsize::new(0);
 fn budget() -> usize {
     static BUDGET: OnceLock<usize> = OnceLock::new();
     *BUDGET.get_or_init(|| {
-        let mut rl = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit fills the struct we own.
-        let ok = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } == 0;
-        let soft = if ok && rl.rlim_cur != libc::RLIM_INFINITY {
-            usize::try_from(rl.rlim_cur).unwrap_or(usize::MAX)
-        } else {
-            1 << 20
+        let soft = match crate::sys::nofile_soft_limit() {
+            Some(cur) => usize::try_from(cur).unwrap_or(usize::MAX),
+            None => 1 << 20,
         };
         (soft / 2).max(16)
     })

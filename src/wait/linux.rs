@@ -70,8 +70,7 @@ fn zombie_status(pid: Pid) -> Option<i32> {
     if status != 0 {
         return Some(status);
     }
-    // SAFETY: geteuid takes no arguments and cannot fail.
-    let euid = unsafe { libc::geteuid() };
+    let euid = crate::sys::euid();
     let owner = std::fs::metadata(format!("/proc/{}", pid.as_raw()))
         .ok()?
         .uid();

@@ -21,11 +21,11 @@ mod budget;
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
-use linux as platform;
+use linux as imp;
 #[cfg(target_os = "macos")]
 mod macos;
 #[cfg(target_os = "macos")]
-use macos as platform;
+use macos as imp;
 #[cfg(unix)]
 mod unix;
 #[cfg(unix)]
@@ -33,9 +33,9 @@ use unix::Held;
 #[cfg(windows)]
 mod windows;
 #[cfg(windows)]
-use windows::{self as platform, Held};
+use windows::{self as imp, Held};
 
-pub use platform::OPEN_CALL;
+pub use imp::OPEN_CALL;
 
 use std::io;
 use std::time::Duration;

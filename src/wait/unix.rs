@@ -1,6 +1,6 @@
 //! What Linux and macOS share: the wait holds one descriptor (a pidfd, a
 //! kqueue) that turns readable when the process exits, awaited on the
-//! runtime's reactor and counted against the budget; `platform` opens it and
+//! runtime's reactor and counted against the budget; `imp` opens it and
 //! reads what it can through it.
 
 use std::io;
@@ -10,7 +10,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
 use super::budget::Slot;
-use super::{platform, Opened};
+use super::{imp, Opened};
 use crate::exit_watch::{self, ExitStatus};
 use crate::pid::Pid;
 use crate::proc_info::{Identity, InfoError};
@@ -31,7 +31,7 @@ impl Held {
         let Some(slot) = Slot::take() else {
             return Ok(Opened::Poll);
         };
-        let fd = match platform::open(pid)? {
+        let fd = match imp::open(pid)? {
             Opened::Held(fd) => fd,
             Opened::Ended(exited) => return Ok(Opened::Ended(exited)),
             Opened::Poll => return Ok(Opened::Poll),
@@ -44,7 +44,7 @@ impl Held {
     }
 
     pub fn holder(&self, pid: Pid) -> Result<Option<Identity>, InfoError> {
-        platform::holder(pid, self.fd.get_ref())
+        imp::holder(pid, self.fd.get_ref())
     }
 
     pub async fn exited(&mut self) -> io::Result<()> {
@@ -52,6 +52,6 @@ impl Held {
     }
 
     pub fn status(self, pid: Pid) -> Option<ExitStatus> {
-        platform::status(pid, self.fd.get_ref())
+        imp::status(pid, self.fd.get_ref())
     }
 }

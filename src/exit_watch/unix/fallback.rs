@@ -21,7 +21,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{OnExit, Watched};
+use super::Watched;
+use crate::exit_watch::OnExit;
 use crate::sys::{self, WaitStatus};
 
 const STACK: usize = 64 * 1024;
@@ -44,7 +45,7 @@ pub fn wait_exit(watched: &Watched) -> Option<WaitStatus> {
         if watched.exit_status().is_some() {
             return None;
         }
-        match sys::waitid_pid(watched.pid, libc::WEXITED | libc::WNOWAIT) {
+        match sys::waitid_pid(watched.pid(), libc::WEXITED | libc::WNOWAIT) {
             // A blocking waitid does not return without a state change; were
             // it ever to, do not turn that into a busy loop.
             Ok(WaitStatus::StillAlive) => std::thread::sleep(Duration::from_millis(10)),

@@ -1,7 +1,7 @@
 //! pidfd back-end: the child's pidfd turns readable when it exits; the
 //! reaper (`reaper`: one thread, one epoll, for every child) is told, then
 //! peeks the status through the same pidfd with `waitid(P_PIDFD, WNOWAIT |
-//! WNOHANG)`, sweeps and reaps (`Watched::settle`).
+//! WNOHANG)`, sweeps and reaps (`Watched::look`, the one settle path).
 //!
 //! The same reaper serves a child whose exit the JS loop delivers (started
 //! with [`watch_beside_loop`]: it only steps in once the loop's grace is
@@ -12,9 +12,8 @@
 
 use std::sync::Arc;
 
-use super::{fallback, forced_fallback, guardian, reaper, OnExit, Ordering, Watched};
-use crate::cgroup::{self, Cgroup, CgroupError};
-use crate::exit_watch::Backend;
+use super::{fallback, reaper, Watched};
+use crate::exit_watch::{forced_fallback, Backend, OnExit};
 
 /// The native reaper beside the JS loop (the binding's `js_loop`): settles
 /// the child itself only if the loop has not within `reaper::LOOP_GRACE` of
@@ -23,7 +22,7 @@ pub fn watch_beside_loop(watched: &Arc<Watched>) -> std::io::Result<()> {
     if reaper::add(watched, None).is_err() {
         fallback::start(watched.clone(), Box::new(|_| {}))?;
     }
-    watched.native.store(true, Ordering::Release);
+    watched.set_native();
     Ok(())
 }
 
@@ -36,33 +35,13 @@ pub fn watch(watched: &Arc<Watched>, on_exit: OnExit) -> std::io::Result<Backend
     } else {
         match reaper::add(watched, Some(on_exit)) {
             Ok(()) => {
-                watched.native.store(true, Ordering::Release);
+                watched.set_native();
                 return Ok(Backend::PidfdTokio);
             }
             Err(back) => back.unwrap_or_else(|| Box::new(|_| {})),
         }
     };
     fallback::start(watched.clone(), on_exit)?;
-    watched.native.store(true, Ordering::Release);
+    watched.set_native();
     Ok(Backend::Fallback)
-}
-
-/// A contained spawn's cgroup, made before the child. `guarded` (the child
-/// dies with this process): named for the guardian, which is told of the
-/// parent first and kills the cgroup when this process dies.
-pub fn contain(
-    parent: Option<&std::path::Path>,
-    guarded: bool,
-) -> Result<Arc<Cgroup>, CgroupError> {
-    cgroup::contain(parent, guarded, |dir| {
-        if !guarded {
-            return Ok(());
-        }
-        guardian::guard(dir, &cgroup::guarded_prefix()).map_err(|e| {
-            CgroupError::Unavailable(format!(
-                "the guardian that kills contained children when this process dies (/bin/sh) could not start: {}",
-                crate::errors::io_text(&e)
-            ))
-        })
-    })
 }

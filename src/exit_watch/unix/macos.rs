@@ -1,6 +1,6 @@
 //! macOS back-end: kqueue `EVFILT_PROC` / `NOTE_EXIT` tells that the child
 //! exited without reaping it; then the same WNOWAIT peek → sweep → reap as
-//! on Linux (`Watched::settle`).
+//! on Linux (the one settle path, `Watched::settle_seen`).
 //!
 //! One kqueue per child, registered with procward's tokio runtime (a kqueue
 //! fd is itself pollable: kqueue(2), "the queue can be monitored with
@@ -21,13 +21,13 @@ use std::sync::Arc;
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
-use super::{fallback, forced_fallback, OnExit, Watched};
-use crate::exit_watch::Backend;
+use super::{fallback, Watched};
+use crate::exit_watch::{forced_fallback, Backend, OnExit};
 use crate::sys::{self, WaitStatus};
 
 fn start(watched: Arc<Watched>, kq: OwnedFd, on_exit: OnExit) -> io::Result<()> {
     crate::runtime::handle()?.spawn(async move {
-        let peek = || sys::waitid_pid(watched.pid, libc::WEXITED | libc::WNOWAIT | libc::WNOHANG);
+        let peek = || sys::waitid_pid(watched.pid(), libc::WEXITED | libc::WNOWAIT | libc::WNOHANG);
         // NOTE_EXIT fires only for an exit after the kqueue was registered;
         // one just before is seen by this peek.
         if matches!(peek(), Ok(WaitStatus::StillAlive)) {
@@ -73,12 +73,4 @@ pub fn watch(watched: &Arc<Watched>, on_exit: OnExit) -> io::Result<Backend> {
 /// back-end is Linux-only): a plain watch that delivers nothing.
 pub fn watch_beside_loop(watched: &Arc<Watched>) -> io::Result<()> {
     watch(watched, Box::new(|_| {})).map(drop)
-}
-
-/// No cgroups on macOS: `cgroup::contain` says why.
-pub fn contain(
-    parent: Option<&std::path::Path>,
-    guarded: bool,
-) -> Result<Arc<crate::cgroup::Cgroup>, crate::cgroup::CgroupError> {
-    crate::cgroup::contain(parent, guarded, |_| Ok(()))
 }

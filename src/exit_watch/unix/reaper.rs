@@ -27,9 +27,11 @@
 //! cgroup to empty: that wait goes to procward's runtime (or a waiter
 //! thread), never here, where it would hold up every other reap.
 //!
-//! Ownership. The pidfd is the `Watched`'s; the reaper holds the child
-//! (`Arc<Watched>`, and the delivery) under a key until the fd is released
-//! (`Watched::release`), which removes it from this epoll before closing it
+//! Ownership. The pidfd is the `Watched`'s, lent to this epoll
+//! (`Watched::lend_pidfd`); the reaper holds the child (`Arc<Watched>`, and
+//! the delivery) under a key until the fd is released, when `forget`
+//! (left with the `Watched` as its holder) removes it from this epoll before
+//! it is closed
 //! — a copy of the fd in a child forked meanwhile would otherwise keep the
 //! registration alive, and a later fd with the same number could be taken
 //! for it. Keys are never reused, so a late event for a released child
@@ -43,8 +45,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::{fallback, OnExit, State, Watched};
-use crate::sys::{self, WaitStatus};
+use super::pidfd::{Holder, Released};
+use super::settle::{Driver, Settle};
+use super::{fallback, Watched};
+use crate::exit_watch::OnExit;
+use crate::sys;
 
 /// How long a child the JS loop polls is left to the loop after its exit.
 pub const LOOP_GRACE: Duration = Duration::from_millis(1);
@@ -56,10 +61,10 @@ const RETRY: Duration = Duration::from_millis(100);
 const STACK: usize = 128 * 1024;
 
 /// What the reaper holds for one child.
-pub(super) struct Entry {
-    pub(super) watched: Arc<Watched>,
+struct Entry {
+    watched: Arc<Watched>,
     /// The delivery, run once after the settle (None: the loop delivers).
-    pub(super) on_exit: Option<OnExit>,
+    on_exit: Option<OnExit>,
 }
 
 struct Reaper {
@@ -109,19 +114,13 @@ pub fn add(watched: &Arc<Watched>, on_exit: Option<OnExit>) -> Result<(), Option
         on_exit,
     };
     r.lock().insert(key, entry);
-    let added = {
-        let mut inner = watched.lock();
-        let added = match (&inner.pidfd, inner.state) {
-            (Some(fd), State::Running) if inner.reaper_key.is_none() => {
-                sys::epoll_add_once(r.epoll.as_fd(), fd.as_fd(), key).is_ok()
-            }
-            _ => false,
-        };
-        if added {
-            inner.reaper_key = Some(key);
-        }
-        added
+    let holder = Holder {
+        key,
+        let_go: forget,
     };
+    let added = watched.lend_pidfd(holder, |fd, key| {
+        sys::epoll_add_once(r.epoll.as_fd(), fd, key).is_ok()
+    });
     if added {
         return Ok(());
     }
@@ -130,12 +129,15 @@ pub fn add(watched: &Arc<Watched>, on_exit: Option<OnExit>) -> Result<(), Option
 }
 
 /// Removes a released child: out of the epoll (its fd still open), out of
-/// the table. Called under the child's state lock; the caller drops the
-/// entry, and runs its delivery, after unlocking.
-pub(super) fn forget(key: u64, pidfd: BorrowedFd<'_>) -> Option<Entry> {
-    let r = REAPER.get()?;
+/// the table. Called under the child's state lock (the `Watched` holds
+/// this as its pidfd's [`Holder`]); the caller drops the entry, and runs
+/// its delivery, after unlocking.
+fn forget(key: u64, pidfd: BorrowedFd<'_>) -> Released {
+    let Some(r) = REAPER.get() else {
+        return Released::default();
+    };
     let _ = sys::epoll_del(r.epoll.as_fd(), pidfd);
-    r.lock().remove(&key)
+    Released(r.lock().remove(&key).map(|e| (e.watched, e.on_exit)))
 }
 
 /// When to look at a child again (its grace, or a retry), soonest first.
@@ -196,34 +198,23 @@ impl Reaper {
         }
     }
 
-    /// Settles `key`'s child unless another driver has (see
-    /// `Watched::settle`; its delivery runs from there, through the release).
+    /// Settles `key`'s child unless another driver has (the one settle
+    /// path, `Watched::look`; its delivery runs from there, through the
+    /// release).
     fn settle(&self, key: u64, graced: &mut Deadlines) {
         let Some(watched) = self.watched(key) else {
             return;
         };
-        if watched.exit_status().is_some() {
-            return;
-        }
-        match watched.peek() {
-            Ok(WaitStatus::StillAlive) => {
-                // Exited (the pidfd said so) yet not waitable: a tracer holds
-                // the zombie. A waiter thread waits for it to let go.
-                if fallback::start(watched, Box::new(|_| {})).is_err() {
-                    graced.push(Reverse((Instant::now() + RETRY, key)));
-                }
-            }
-            Ok(seen) if watched.contained.is_some() => {
-                if !settle_contained(watched, seen) {
-                    graced.push(Reverse((Instant::now() + RETRY, key)));
-                }
-            }
-            Ok(seen) => {
-                watched.settle(Some(seen));
-            }
-            Err(_) => {
-                watched.settle(None);
-            }
+        let retry = match watched.look(Driver::HandOn) {
+            Settle::Done(_) | Settle::Pending => false,
+            // Exited (the pidfd said so) yet not waitable: a tracer holds
+            // the zombie. A waiter thread waits for it to let go.
+            Settle::NotSeen => fallback::start(watched, Box::new(|_| {})).is_err(),
+            // A contained child's wait found no runtime and no thread.
+            Settle::Refused => true,
+        };
+        if retry {
+            graced.push(Reverse((Instant::now() + RETRY, key)));
         }
     }
 }
@@ -233,17 +224,4 @@ impl Reaper {
 /// poisoned are taken with `into_inner` everywhere.)
 fn one_child(f: impl FnOnce()) {
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-}
-
-/// A contained child's reap waits for its cgroup to empty: on procward's
-/// runtime (an inotify readiness), else on a waiter thread of its own.
-/// False: neither could start.
-fn settle_contained(watched: Arc<Watched>, seen: WaitStatus) -> bool {
-    if let Ok(rt) = crate::runtime::handle() {
-        rt.spawn(async move {
-            watched.settle_async(Some(seen)).await;
-        });
-        return true;
-    }
-    fallback::start(watched, Box::new(|_| {})).is_ok()
 }

@@ -71,7 +71,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicUsize, Ordering}
 use std::sync::{Mutex, OnceLock};
 use std::thread::JoinHandle;
 
-use super::platform;
+use super::imp;
 use super::OpenError;
 
 /// How the waiters of one process are interrupted: the signal, and the
@@ -130,7 +130,7 @@ fn unix_socket() -> io::Result<OwnedFd> {
 /// was not done yet. Called on the thread that starts a wait, so that the
 /// choice and the `sigaction` happen there, not on a waiter thread.
 pub(super) fn prepare() {
-    let _ = platform::flavour().signal();
+    let _ = imp::flavour().signal();
 }
 
 // ---- the handler and the disposition it chains to ----------------------------
@@ -222,7 +222,7 @@ fn call_previous(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
 }
 
 extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
-    let errno = platform::errno_location();
+    let errno = imp::errno_location();
     // SAFETY: this thread's errno; saved and restored so the interrupted code
     // never sees ours (nor the chained handler's, if it does not restore it).
     let saved = unsafe { *errno };
@@ -425,7 +425,7 @@ impl Interruptible {
     /// Registers the calling thread, whose signals are all blocked, as a
     /// waiter on `fd`, interruptible the process's way.
     pub fn register(fd: BorrowedFd<'_>) -> Result<Interruptible, OpenError> {
-        Interruptible::register_as(fd, platform::flavour())
+        Interruptible::register_as(fd, imp::flavour())
     }
 
     /// The same with a given flavour (tests run both on Linux).

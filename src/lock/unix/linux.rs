@@ -1,4 +1,4 @@
-//! Linux: what a filesystem's magic number says, `PF_EXITING`, and the
+//! Linux: what a filesystem's magic number says, a holder on its way out, and the
 //! interrupt's flavour: a real-time signal and an `O_PATH` descriptor, or
 //! (`PROCWARD_LOCK_INTERRUPT=sigurg`) macOS's SIGURG and socket, so that
 //! macOS's flavour runs somewhere (see `interrupt.rs`).
@@ -9,7 +9,8 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::OnceLock;
 
 use super::interrupt::{disposition, install, Flavour, SIGURG_SOCKET};
-use super::os::{cvt, FsKind};
+use super::os::FsKind;
+use crate::sys::cvt;
 
 // ---- filesystems ------------------------------------------------------------
 
@@ -94,59 +95,6 @@ pub(super) fn pseudo_fs_name(magic: u32) -> Option<&'static str> {
     }
 }
 
-// ---- a holder on its way out ------------------------------------------------------
-
-/// `PF_EXITING` (include/linux/sched.h): set in `do_exit` by `exit_signals`,
-/// before `exit_files` closes the process's descriptors.
-const PF_EXITING: u64 = 0x4;
-
-/// Whether the process with this pid and start time is exiting. A holder
-/// killed by a signal loses its lock when its files close in `do_exit` of
-/// its last thread, microseconds before it is a zombie and before a pidfd
-/// reports its exit; in between, only this flag (field 9 of the stat) tells.
-/// Every thread must have it: the main thread may be a zombie already while
-/// another thread, not yet exiting, still holds the files (and the lock).
-/// False when the stat cannot be read or belongs to another process.
-pub(super) fn exiting(pid: i32, start_time: u64) -> bool {
-    let Ok(stat) = std::fs::read(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    if !parse_exiting(&stat, Some(start_time)) {
-        return false;
-    }
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return true;
-    };
-    tasks
-        .flatten()
-        .all(|t| match std::fs::read(t.path().join("stat")) {
-            Ok(stat) => parse_exiting(&stat, None),
-            // Gone: that thread has exited.
-            Err(_) => true,
-        })
-}
-
-/// `start_time`: the process's, checked when given (a thread's own stat
-/// carries the thread's start time).
-fn parse_exiting(stat: &[u8], start_time: Option<u64>) -> bool {
-    // Fields after the name's last ')': index 0 is field 3 (state).
-    let Some(close) = stat.iter().rposition(|&b| b == b')') else {
-        return false;
-    };
-    let Ok(rest) = std::str::from_utf8(&stat[close + 1..]) else {
-        return false;
-    };
-    let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
-    let flags = fields.get(9 - 3).and_then(|f| f.parse::<u64>().ok());
-    let started = fields.get(22 - 3).and_then(|f| f.parse::<u64>().ok());
-    match (flags, started) {
-        (Some(flags), Some(started)) => {
-            start_time.is_none_or(|t| t == started) && flags & PF_EXITING != 0
-        }
-        _ => false,
-    }
-}
-
 // ---- the interrupt ------------------------------------------------------------
 
 /// The interrupt's flavour for this process, chosen once:
@@ -204,30 +152,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn exiting_flag() {
-        let line = |flags: u64| {
-            format!(
-                "4242 (a) b) R 1 4242 1 0 -1 {flags} 0 0 0 0 0 0 0 0 20 0 1 0 987654 0 0 1 1 1\n"
-            )
-        };
-        assert!(parse_exiting(line(0x40_4044).as_bytes(), Some(987654)));
-        assert!(parse_exiting(line(0x40_4044).as_bytes(), None));
-        assert!(!parse_exiting(line(0x40_4040).as_bytes(), Some(987654)));
-        // Another process on the pid: not the holder's flags.
-        assert!(!parse_exiting(line(0x40_4044).as_bytes(), Some(987655)));
-        assert!(!parse_exiting(b"garbage", Some(1)));
-        // This process is not exiting.
-        let me = std::fs::read_to_string("/proc/self/stat").unwrap();
-        let start: u64 = me[me.rfind(')').unwrap() + 1..]
-            .split_ascii_whitespace()
-            .nth(19)
-            .unwrap()
-            .parse()
-            .unwrap();
-        assert!(!exiting(std::process::id() as i32, start));
-    }
-
-    #[test]
     fn filesystems_by_magic() {
         for (magic, kind) in [
             (0x6969, FsKind::Network("nfs")),
@@ -277,8 +201,7 @@ mod tests {
         };
         // Only opened, never locked or written: before the check, root could
         // open it for writing.
-        // SAFETY: geteuid cannot fail.
-        if unsafe { libc::geteuid() } == 0 {
+        if crate::sys::euid() == 0 {
             let e = open_err("/proc/sys/kernel/hostname");
             assert!(matches!(e, OpenError::PseudoFs { fs: "proc" }), "{e:?}");
         }

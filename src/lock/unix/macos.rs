@@ -7,7 +7,8 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 
 use super::interrupt::{Flavour, SIGURG_SOCKET};
 use super::macos_fs::fs_kind_by_name;
-use super::os::{cvt, FsKind};
+use super::os::FsKind;
+use crate::sys::cvt;
 
 // ---- filesystems ------------------------------------------------------------
 
@@ -29,41 +30,6 @@ pub(super) fn fs_kind_of_path(path: &CStr) -> io::Result<FsKind> {
     cvt(unsafe { libc::statfs(path.as_ptr(), st.as_mut_ptr()) })?;
     // SAFETY: statfs succeeded, so the buffer is initialised.
     Ok(kind(&unsafe { st.assume_init() }))
-}
-
-// ---- a holder on its way out ------------------------------------------------------
-
-/// `PROC_FLAG_INEXIT` (`<sys/proc_info.h>`; libc does not export it): XNU's
-/// `fill_procbsdinfo` sets it from `P_LEXIT`, which `exit1` sets before
-/// `proc_exit` closes the process's descriptors.
-const PROC_FLAG_INEXIT: u32 = 4;
-
-/// Whether the process with this pid and start time (microseconds, as in
-/// its identity) is exiting: it may have dropped the lock already while it
-/// still looks alive. False when it cannot be read or is another process.
-pub(super) fn exiting(pid: i32, start_time: u64) -> bool {
-    let mut info = std::mem::MaybeUninit::<libc::proc_bsdinfo>::zeroed();
-    let size = std::mem::size_of::<libc::proc_bsdinfo>() as c_int;
-    // SAFETY: the buffer is ours and `size` bytes long.
-    let n = unsafe {
-        libc::proc_pidinfo(
-            pid,
-            libc::PROC_PIDTBSDINFO,
-            0,
-            info.as_mut_ptr().cast(),
-            size,
-        )
-    };
-    if n != size {
-        return false;
-    }
-    // SAFETY: the kernel filled all `size` bytes.
-    let info = unsafe { info.assume_init() };
-    let started = info
-        .pbi_start_tvsec
-        .saturating_mul(1_000_000)
-        .saturating_add(info.pbi_start_tvusec);
-    started == start_time && info.pbi_flags & PROC_FLAG_INEXIT != 0
 }
 
 // ---- the interrupt ------------------------------------------------------------
@@ -100,13 +66,5 @@ mod tests {
             io::Error::last_os_error().raw_os_error(),
             Some(libc::ENOTSUP)
         );
-    }
-
-    #[test]
-    fn this_process_is_not_exiting() {
-        let me = crate::proc_info::identity_of(crate::pid::Pid::current())
-            .unwrap()
-            .unwrap();
-        assert!(!exiting(std::process::id() as i32, me.start_time));
     }
 }

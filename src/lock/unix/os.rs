@@ -1,7 +1,7 @@
 //! The lock's system calls where Linux and macOS agree (POSIX): the open
 //! (`O_NOFOLLOW | O_CLOEXEC`, checked by `lstat` before and `fstat`/`fstatfs`
 //! after), `flock(2)`, and the record's `pread`/`pwrite`/`ftruncate`. What
-//! differs comes from the platform module (`linux.rs`, `macos.rs`): what
+//! differs comes from the OS part (`imp`: `linux.rs`, `macos.rs`): what
 //! kind of filesystem a file is on, and whether a holder is on its way out;
 //! the interruptible wait is `interrupt.rs`.
 
@@ -14,13 +14,13 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use super::platform;
+use super::imp;
 use super::OpenError;
+use crate::sys::{cvt, euid};
 
 pub(super) use super::interrupt::{
     prepare as prepare_wait, spawn_quiet, Blocked, InterruptHandle, Interruptible,
 };
-pub(super) use super::platform::exiting;
 
 /// What a lock file's filesystem is, as far as the lock cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,27 +32,13 @@ pub(super) enum FsKind {
     Pseudo(&'static str),
 }
 
-pub(super) fn cvt(ret: c_int) -> io::Result<c_int> {
-    if ret == -1 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
-    }
-}
-
 fn c_path(path: &Path) -> io::Result<CString> {
     CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
 }
 
 fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
-fn euid() -> u32 {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() }
+    euid() == 0
 }
 
 // ---- file checks ------------------------------------------------------------
@@ -151,7 +137,7 @@ pub(super) fn open_for_lock(
             // own. The last component is not a symlink (lstat said so), so
             // this is the file's own filesystem; a swap in between is caught
             // on the open fd below.
-            let kind = platform::fs_kind_of_path(&c).map_err(os("statfs"))?;
+            let kind = imp::fs_kind_of_path(&c).map_err(os("statfs"))?;
             check_fs(kind, allow_network_fs)?;
         }
         None => {
@@ -162,7 +148,7 @@ pub(super) fn open_for_lock(
                 _ => Path::new("."),
             };
             let parent = c_path(parent).map_err(os("statfs"))?;
-            match platform::fs_kind_of_path(&parent) {
+            match imp::fs_kind_of_path(&parent) {
                 Ok(kind) => check_fs(kind, allow_network_fs)?,
                 // A missing directory is reported by the open below, as open(2) would.
                 Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
@@ -190,7 +176,7 @@ pub(super) fn open_for_lock(
     check_kind(&st)?;
     check_owner(&st)?;
     check_links(&st)?;
-    let kind = platform::fs_kind_of_fd(fd.as_fd()).map_err(os("fstatfs"))?;
+    let kind = imp::fs_kind_of_fd(fd.as_fd()).map_err(os("fstatfs"))?;
     check_fs(kind, allow_network_fs)?;
     Ok(fd)
 }

@@ -42,6 +42,8 @@ struct ChildArgs {
     stdio: [c_int; 3],
     process_group: bool,
     new_session: bool,
+    /// SIGTERM, SIGINT and SIGHUP ignored rather than defaulted.
+    ignore_stop_signals: bool,
     /// `cgroup.procs` of the child's cgroup, to write "0" (itself) into;
     /// -1: none, or clone3 already placed it there.
     cgroup_procs: c_int,
@@ -53,8 +55,9 @@ struct ChildArgs {
     uid: libc::uid_t,
     set_gid: bool,
     gid: libc::gid_t,
+    /// The child's umask; -1: keep the parent's.
+    umask: c_int,
     parent_pid: libc::pid_t,
-    max_fd: c_int,
     err: AtomicI32,
     stage: AtomicI32,
 }
@@ -79,18 +82,29 @@ extern "C" fn child_main(raw: *mut c_void) -> c_int {
     // The raw syscall, because glibc's sigaction refuses its reserved
     // signals (32, 33), and one of them arrives here ignored.
     // An all-zero kernel sigaction: SIG_DFL, no flags, empty mask.
+    // With `ignore_stop_signals`, SIGTERM, SIGINT and SIGHUP get SIG_IGN
+    // (handler 1) instead: an ignored disposition survives execve, so the
+    // program is immune from its first instruction, not from its first
+    // `trap`.
     let dfl = [0u64; 4];
+    let ign = [libc::SIG_IGN as u64, 0, 0, 0];
     for sig in 1..=64 {
         if sig == libc::SIGKILL || sig == libc::SIGSTOP {
             continue;
         }
-        // SAFETY: rt_sigaction reads a kernel sigaction from `dfl` (large
+        let stop = matches!(sig, libc::SIGTERM | libc::SIGINT | libc::SIGHUP);
+        let action = if stop && args.ignore_stop_signals {
+            &ign
+        } else {
+            &dfl
+        };
+        // SAFETY: rt_sigaction reads a kernel sigaction from `action` (large
         // enough on every arch) and writes nothing back (null old action).
         unsafe {
             libc::syscall(
                 libc::SYS_rt_sigaction,
                 sig,
-                dfl.as_ptr(),
+                action.as_ptr(),
                 std::ptr::null_mut::<c_void>(),
                 8usize,
             )
@@ -130,6 +144,8 @@ extern "C" fn child_main(raw: *mut c_void) -> c_int {
             // SAFETY: fcntl on an fd number; EBADF (closed stdio) is harmless.
             unsafe { libc::fcntl(target, libc::F_SETFD, 0) };
         }
+        // Blocking, as a shell or `child_process` hands stdio to a program.
+        super::make_blocking(target);
     }
 
     // After stdio: a stdio source may sit on the notify fd's number, and has
@@ -150,10 +166,18 @@ extern "C" fn child_main(raw: *mut c_void) -> c_int {
 
     // Nothing but stdio (and the notify fd) crosses into the new program.
     if notify_target >= 3 {
-        close_from(3, notify_target as u32, args.max_fd);
-        close_from(notify_target as u32 + 1, u32::MAX, args.max_fd);
+        close_from(3, notify_target as u32);
+        close_from(notify_target as u32 + 1, u32::MAX);
     } else {
-        close_from(3, u32::MAX, args.max_fd);
+        close_from(3, u32::MAX);
+    }
+
+    // The mask is the child's own: without CLONE_FS it has its own fs
+    // attributes (cwd, root, umask), so this leaves the parent's alone.
+    // umask cannot fail.
+    if args.umask >= 0 {
+        // SAFETY: plain syscall with an integer argument, on ourselves.
+        unsafe { libc::umask(args.umask as libc::mode_t) };
     }
 
     if !args.cwd.is_null() {
@@ -249,13 +273,16 @@ fn open_procs(dir: RawFd) -> io::Result<OwnedFd> {
 
 /// Closes fds `first..last` (`last` excluded, `u32::MAX` meaning all). Child
 /// side: raw calls only.
-fn close_from(first: u32, last: u32, max_fd: c_int) {
+fn close_from(first: u32, last: u32) {
     if first >= last {
         return;
     }
     // SAFETY: close_range takes plain integers and only touches our own fd
     // table (no CLONE_FILES, so the parent's fds are unaffected).
     if unsafe { libc::syscall(libc::SYS_close_range, first, last - 1, 0u32) } != 0 {
+        // No close_range (before 5.9): one close per possible fd, up to the
+        // limit, asked here rather than by the parent on every spawn.
+        let max_fd = max_fd();
         for fd in first as c_int..(last.min(max_fd as u32) as c_int) {
             // SAFETY: closing fds in our private table.
             unsafe { libc::close(fd) };
@@ -276,6 +303,8 @@ pub struct RawChild {
     pub pidfd: Option<OwnedFd>,
 }
 
+/// The fd limit (at most 65536), for `close_from`'s fallback. Child side:
+/// one raw call (glibc's getrlimit is the prlimit64 syscall) on the stack.
 fn max_fd() -> c_int {
     let mut rl = libc::rlimit {
         rlim_cur: 0,
@@ -360,6 +389,7 @@ pub fn clone_exec(
         stdio: [0, 1, 2].map(|i| prep.child_stdio[i].raw()),
         process_group: prep.process_group,
         new_session: prep.new_session,
+        ignore_stop_signals: prep.ignore_stop_signals,
         cgroup_procs: -1,
         death_signal: prep.death_signal.map_or(0, |s| s.as_raw()),
         notify: prep
@@ -370,8 +400,8 @@ pub fn clone_exec(
         uid: prep.uid.unwrap_or(0),
         set_gid: prep.gid.is_some(),
         gid: prep.gid.unwrap_or(0),
-        parent_pid: Pid::current().as_raw(),
-        max_fd: max_fd(),
+        umask: prep.umask.map_or(-1, |m| (m & 0o777) as c_int),
+        parent_pid: prep.parent_pid.as_raw(),
         err: AtomicI32::new(0),
         stage: AtomicI32::new(0),
     };
@@ -436,6 +466,7 @@ pub fn clone_exec(
         None => None,
     };
     if ret == -1 {
+        crate::spawn_trace::mark(crate::spawn_trace::BEFORE_CLONE);
         // SAFETY: child_main only makes async-signal-safe calls on `args`,
         // which outlives the child's use of it (CLONE_VFORK suspends us
         // until exec or exit); the stack is ours and unused by anyone else
@@ -450,6 +481,7 @@ pub fn clone_exec(
                 &mut pidfd as *mut c_int,
             )
         };
+        crate::spawn_trace::mark(crate::spawn_trace::AFTER_CLONE);
         if ret == -1 {
             return Err(SpawnError::os(io::Error::last_os_error(), Stage::Clone));
         }

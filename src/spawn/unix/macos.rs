@@ -162,6 +162,9 @@ fn file_actions(prep: &Prepared) -> Result<Actions, SpawnError> {
     for (target, spec) in prep.child_stdio.iter().enumerate() {
         let target = target as c_int;
         let src = spec.raw();
+        // posix_spawn runs nothing of ours in the child: clear the flag on
+        // the shared description here, as libuv's posix_spawn path does.
+        super::make_blocking(if src >= 0 { src } else { target });
         if src >= 0 {
             // Every source fd is 3 or above (`above_stdio`), never a target.
             // SAFETY: records a dup2 in the object we own.
@@ -215,6 +218,15 @@ pub fn clone_exec(
         return Err(SpawnError::os(
             io::Error::from_raw_os_error(libc::ENOTSUP),
             Stage::Setuid,
+        ));
+    }
+    // Nor has it a umask action (posix_spawn_file_actions has none, and
+    // changing ours around the call would race every other thread's
+    // open). Refused for the same reason.
+    if prep.umask.is_some() {
+        return Err(SpawnError::os(
+            io::Error::from_raw_os_error(libc::ENOTSUP),
+            Stage::Umask,
         ));
     }
     let attr = attributes(prep)?;

@@ -65,7 +65,7 @@ fn assert_interrupted(end: Result<Result<(), Blocked>, mpsc::RecvTimeoutError>, 
 /// its own (removed afterwards).
 fn each_flavour(name: &str, test: impl Fn(&str, &'static Flavour, &Path)) {
     let _serial = serial();
-    for (i, flavour) in platform::test_flavours().into_iter().enumerate() {
+    for (i, flavour) in imp::test_flavours().into_iter().enumerate() {
         let path = scratch(&format!("{name}{i}"));
         test(&format!("flavour {i}"), flavour, &path);
         let _ = std::fs::remove_file(&path);

@@ -62,7 +62,7 @@ pub fn remove_when_empty(cg: std::sync::Arc<Cgroup>) {
 pub fn contain(
     _parent: Option<&std::path::Path>,
     _guarded: bool,
-    _before: impl FnOnce(&std::path::Path) -> Result<(), super::CgroupError>,
+    _before: impl FnOnce(&std::path::Path, Option<&str>) -> Result<(), super::CgroupError>,
 ) -> Result<std::sync::Arc<Cgroup>, super::CgroupError> {
     Err(super::CgroupError::Unavailable(
         support().reason.unwrap_or_default(),

@@ -17,9 +17,11 @@
 //!
 //! It ignores SIGTERM, SIGINT and SIGHUP: a service manager stopping our
 //! unit sends SIGTERM to every process in it, the guardian included, and it
-//! must keep guarding until its EOF (our death), then do its work. Only
-//! SIGKILL (or `cgroup.kill` of the unit, which takes our children too)
-//! ends it early.
+//! must keep guarding until its EOF (our death), then do its work. It is
+//! born ignoring them (the spawn sets SIG_IGN, which `execve` keeps): a
+//! shell's `trap` would come too late for a stop sent the moment the unit
+//! started, while the shell was still loading. Only SIGKILL (or
+//! `cgroup.kill` of the unit, which takes our children too) ends it early.
 //!
 //! Why a shell and not a fork of this process: a fork of Node without exec
 //! would pin a copy-on-write image of the whole heap for as long as it
@@ -46,8 +48,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{register, watch, Watched};
-use crate::spawn::{self, Command, Stdio};
+use crate::exit_watch::unix::{register, watch, Watched};
+use crate::spawn::{self, Command, Environment, Stdio};
 
 const SCRIPT: &str = r#"trap '' TERM INT HUP
 p=$1
@@ -219,7 +221,7 @@ fn start(prefix: &str, dirs: impl Iterator<Item = String>) -> io::Result<Guardia
     let cmd = Command {
         program: "/bin/sh".into(),
         args,
-        env: vec![("PATH".into(), guardian_path())],
+        env: Environment::Set(vec![("PATH".into(), guardian_path())]),
         cwd: Some("/".into()),
         stdio: [Stdio::Pipe, Stdio::Ignore, Stdio::Ignore],
         process_group: false,
@@ -227,8 +229,10 @@ fn start(prefix: &str, dirs: impl Iterator<Item = String>) -> io::Result<Guardia
         notify_fd: None,
         uid: None,
         gid: None,
+        umask: None,
         argv0: Some("procward-guardian".into()),
         new_session: true,
+        ignore_stop_signals: true,
         cgroup: None,
     };
     let mut child = spawn::spawn(&cmd, true).map_err(|e| match e {

@@ -1,0 +1,151 @@
+// Health after ready: a running daemon checked again and again (a port
+// that accepts a connection, an HTTP GET that answers 2xx or the status
+// asked for, or a function), so that one alive but no longer serving —
+// hung, deadlocked, SIGSTOPped, its listener closed — is restarted like a
+// crash. This file makes the checks and times them; the machine
+// (supervisor.js) hears each result, counts the failures and decides.
+//
+// One check at a time, one timer at a time: the next check starts
+// intervalMs after the previous one ended, and each ends by timeoutMs (its
+// signal aborted, its result a failure). A function that goes on past its
+// timeout, ignoring its signal, is never called beside itself: the checks
+// that come due meanwhile are failures, not calls. Nothing here waits on
+// the event loop's turn: a check is sockets and timers.
+
+const http = require('node:http')
+const https = require('node:https')
+const { messageOf, supervisorError } = require('./attempt')
+const { tryConnect } = require('./readiness')
+
+const noop = () => {}
+
+/**
+ * `url` as errors show it: without its user, password, query and fragment
+ * (the error goes to the record, `procward status`, logs and STATUS=).
+ */
+function shown(url) {
+  try {
+    const u = new URL(url)
+    return `${u.protocol}//${u.host}${u.pathname}`
+  } catch {
+    return '(the health URL)'
+  }
+}
+
+/** GET `url`: resolves at an answer with `status` (any 2xx when null), rejects otherwise. */
+function httpCheck(url, status, signal) {
+  return new Promise((resolve, reject) => {
+    const get = url.startsWith('https:') ? https.get : http.get
+    // agent: false: a connection of its own, closed after; a pooled one
+    // kept alive to a hung daemon would hide nothing, but would outlive it.
+    const req = get(url, { agent: false, signal, headers: { 'user-agent': 'procward-health' } }, (res) => {
+      const code = res.statusCode
+      // The status line is the answer: the body is not read.
+      res.destroy()
+      req.destroy()
+      const ok = status === null ? code >= 200 && code < 300 : code === status
+      if (ok) resolve()
+      else reject(new Error(`GET ${shown(url)} answered ${code}${status === null ? '' : `, not ${status}`}`))
+    })
+    req.once('error', (err) => reject(err.name === 'AbortError' ? err : new Error(`GET ${shown(url)}: ${err.message}`)))
+  })
+}
+
+/** One check of `health` (the normalised option) on `run`, until `signal` aborts. */
+async function checkOnce(health, run, signal) {
+  switch (health.kind) {
+    case 'port': {
+      const err = await tryConnect(health.port, health.host, signal)
+      if (err !== null) throw err
+      return
+    }
+    case 'http':
+      return httpCheck(health.url, health.status, signal)
+    default:
+      // An adopted orphan is no child of ours: the function gets null.
+      return health.fn(run.child, signal)
+  }
+}
+
+/**
+ * Checks `run` (an attempt that runs: an OwnRun once ready, or an adopted
+ * orphan) by `health` until `run.ac` aborts (its exit, a stop, a restart,
+ * a failed health), and gives each check's result to `heard(err)` (err
+ * null for a pass; an error with code ERR_HEALTH_CHECK_FAILED or
+ * ERR_HEALTH_CHECK_TIMEOUT for a failure); the next check is timed once
+ * what `heard` returns (a promise: the result recorded and announced) has
+ * settled. `name`: the supervisor's, for the errors. No result is given
+ * once `run.ac` has aborted.
+ */
+function watchHealth(health, run, name, heard) {
+  const stopped = run.ac.signal
+  let timer = null
+  /** A check whose function has not settled yet (past its timeout, too). */
+  let busy = false
+
+  const next = () => {
+    if (stopped.aborted) return
+    timer = setTimeout(check, health.intervalMs)
+    // The daemon holds the process open, not its checks.
+    timer.unref()
+  }
+
+  // A result is recorded and announced before the next check is timed, so
+  // that the record, the events and the count follow the checks in order.
+  const hear = (err) => Promise.resolve(heard(err)).catch(noop)
+
+  const failed = (message, code, cause) =>
+    supervisorError(code, `${name}'s health check failed: ${message}`, cause === undefined ? undefined : { cause })
+
+  async function check() {
+    timer = null
+    if (busy) {
+      // The previous call still runs (it ignored its aborted signal): a
+      // failure, without a second call beside it.
+      await hear(failed('the previous check has not ended', 'ERR_HEALTH_CHECK_TIMEOUT'))
+      next()
+      return
+    }
+    const ac = new AbortController()
+    let late = false
+    let timeout
+    let over
+    // Ends at the timeout, or at once when the attempt ends.
+    const timedOut = new Promise((resolve) => {
+      over = resolve
+      timeout = setTimeout(() => {
+        late = true
+        ac.abort()
+        resolve(null)
+      }, health.timeoutMs)
+    })
+    const onStop = () => {
+      ac.abort()
+      over(null)
+    }
+    stopped.addEventListener('abort', onStop, { once: true })
+    busy = true
+    const settled = Promise.resolve()
+      .then(() => checkOnce(health, run, ac.signal))
+      .then(
+        () => null,
+        (err) => failed(messageOf(err), 'ERR_HEALTH_CHECK_FAILED', err),
+      )
+    settled.then(() => {
+      busy = false
+    }, noop)
+    const result = await Promise.race([settled, timedOut])
+    clearTimeout(timeout)
+    // Past the timeout, whatever the check made of its aborted signal.
+    const err = late ? failed(`no answer within ${health.timeoutMs} ms`, 'ERR_HEALTH_CHECK_TIMEOUT') : result
+    stopped.removeEventListener('abort', onStop)
+    if (stopped.aborted) return
+    await hear(err)
+    next()
+  }
+
+  stopped.addEventListener('abort', () => clearTimeout(timer), { once: true })
+  next()
+}
+
+module.exports = { watchHealth }

@@ -1,0 +1,76 @@
+//! Where one spawn's time goes, for `bench/split.mjs` alone: with the Cargo
+//! feature `spawn-trace` (off by default, never shipped) each step of
+//! `spawnSupervised` on the calling thread records its thread CPU time
+//! (`CLOCK_THREAD_CPUTIME_ID`) and its wall time (`CLOCK_MONOTONIC`) into a
+//! per-thread table, which JS reads with `spawnTraceTake()`. Without the
+//! feature [`mark`] is an empty inline function: nothing is recorded, and
+//! the release build is the same code as before.
+
+/// The steps, in the order a Linux spawn passes them.
+pub const ENTRY: usize = 0; // spawn_supervised entered (arguments converted by napi-rs)
+pub const COMMAND: usize = 1; // Command built (environ copied, stdio specs)
+pub const PREPARED: usize = 2; // prepare(): CStrings, PATH lookup, stdio fds
+pub const BEFORE_CLONE: usize = 3; // signals blocked, ChildArgs filled: clone next
+pub const AFTER_CLONE: usize = 4; // clone returned: the child has exec'd (vfork wait)
+pub const SPAWNED: usize = 5; // signal mask restored, spawn::spawn returned
+pub const REGISTERED: usize = 6; // identity seed (fstat of the pidfd), Watched built
+pub const ON_LOOP: usize = 7; // libuv poll handle, listener reference, async context
+pub const BESIDE_LOOP: usize = 8; // the reaper's epoll took the pidfd
+pub const RETURN: usize = 9; // NativeChild built, about to return to napi-rs
+/// Marks JS may set (bench/split.mjs), after the native ones.
+pub const SLOTS: usize = 16;
+
+#[cfg(feature = "spawn-trace")]
+mod imp {
+    use std::cell::Cell;
+
+    thread_local! {
+        static MARKS: Cell<[(u64, u64); super::SLOTS]> = const { Cell::new([(0, 0); super::SLOTS]) };
+    }
+
+    fn clock(id: libc::clockid_t) -> u64 {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: fills the timespec we own.
+        unsafe { libc::clock_gettime(id, &mut ts) };
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    }
+
+    /// (thread CPU ns, monotonic ns) now.
+    pub fn now() -> (u64, u64) {
+        (
+            clock(libc::CLOCK_THREAD_CPUTIME_ID),
+            clock(libc::CLOCK_MONOTONIC),
+        )
+    }
+
+    pub fn mark(step: usize) {
+        let t = now();
+        MARKS.with(|m| {
+            let mut all = m.get();
+            if let Some(slot) = all.get_mut(step) {
+                *slot = t;
+            }
+            m.set(all);
+        });
+    }
+
+    /// The table, as [cpu0, wall0, cpu1, wall1, ...], and cleared.
+    pub fn take() -> Vec<f64> {
+        MARKS
+            .with(|m| m.replace([(0, 0); super::SLOTS]))
+            .iter()
+            .flat_map(|&(c, w)| [c as f64, w as f64])
+            .collect()
+    }
+}
+
+#[cfg(feature = "spawn-trace")]
+pub use imp::{mark, now, take};
+
+/// Records `step` (with the feature `spawn-trace`; nothing without it).
+#[cfg(not(feature = "spawn-trace"))]
+#[inline(always)]
+pub fn mark(_step: usize) {}
