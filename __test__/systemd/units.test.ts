@@ -349,6 +349,14 @@ TimeoutStopSec=30s
     )
     expect(second).not.toBe(first)
     expect((await show('app.service', 'MainPID')).MainPID).toBe(main)
+    // 'running' comes as the daemon is spawned (no ready check): a SIGTERM
+    // before Node has loaded it and installed its handler would kill it
+    // silently (seen on a loaded machine). Its 'started' line comes after.
+    await until(
+      async () => (await journal('app.service', c)).includes(`daemon ${second} started`),
+      20_000,
+      'the restarted daemon to take SIGTERM',
+    )
 
     const stopping = await cursor()
     await systemctl('stop', 'app.service')
@@ -364,8 +372,8 @@ TimeoutStopSec=30s
     ).catch(() => {})
     // The app stopped its daemon (SIGTERM from the app, not from systemd:
     // KillMode=mixed signals the main process only), then died of its signal.
-    expect(lines).toContain(`daemon ${second} got SIGTERM`)
-    expect(lines).toContain('app: stopped')
+    expect(lines, lines.join('\n')).toContain(`daemon ${second} got SIGTERM`)
+    expect(lines, lines.join('\n')).toContain('app: stopped')
     expect(await show('app.service', 'ActiveState', 'Result')).toEqual({ ActiveState: 'inactive', Result: 'success' })
     expect(await unitProcesses('app.service')).toEqual([])
   })
