@@ -2,9 +2,10 @@
 // at once (systemd's default KillMode). When procward hears of the daemon's
 // death before its own SIGTERM, that death is no crash: no new daemon may
 // be started once a stop signal has reached procward.
+import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { Cli } from '../cli/cli-process'
-import { aliveInProcTable, procState, trackProcesses, waitFor } from '../helpers'
+import { aliveInProcTable, FIXTURES, jsonLines, NODE, PROCWARD, procState, trackProcesses, waitFor } from '../helpers'
 
 const { others } = trackProcesses()
 
@@ -73,6 +74,42 @@ describe.skipIf(process.platform !== 'linux')('a stop signal sent to procward an
         await waitFor(() => !aliveInProcTable(daemon) || procState(daemon) === 'Z', 10_000, 'the daemon to die')
         process.kill(c.pid, 'SIGCONT')
         spawns.push(await spawnsAfter(c))
+      }
+      expect(spawns).toEqual(Array(TRIALS).fill(1))
+    },
+    120_000,
+  )
+
+  // The same race for an application that stops its supervisor from a
+  // SIGTERM handler of its own (handleSignals off, the default): the
+  // daemon's end must wait for that handler too.
+  const OWN_HANDLER = join(FIXTURES, 'own-stop-handler.cjs')
+
+  it.each([
+    ['dies of SIGTERM', SLEEPER],
+    ['handles SIGTERM and exits 0', GRACEFUL],
+  ])(
+    "starts no new daemon when the application's own SIGTERM handler stops the supervisor: a daemon that %s",
+    async (_, [command, ...args]) => {
+      const spawns: number[] = []
+      for (let i = 0; i < TRIALS; i++) {
+        const options = { command, args, restart: 'always' }
+        const app = others.spawn(NODE, [OWN_HANDLER, PROCWARD, JSON.stringify(options)])
+        const events = jsonLines<{ event: string; pid?: number }>(app.stdout)
+        const exited = new Promise<number | null>((r) => app.once('exit', (code) => r(code)))
+        await waitFor(() => events.length >= 1, 10_000, 'the spawn')
+        const daemon = events[0]?.pid as number
+        await waitFor(() => procState(daemon) === 'S', 10_000, 'the daemon to sleep')
+        const pid = app.pid as number
+        process.kill(pid, 'SIGSTOP')
+        await waitFor(() => procState(pid) === 'T', 10_000, 'the application to stop')
+        process.kill(pid, 'SIGTERM')
+        process.kill(daemon, 'SIGTERM')
+        await waitFor(() => !aliveInProcTable(daemon) || procState(daemon) === 'Z', 10_000, 'the daemon to die')
+        process.kill(pid, 'SIGCONT')
+        expect(await exited).toBe(0)
+        expect(events.at(-1)?.event).toBe('stopped')
+        spawns.push(events.filter((e) => e.event === 'spawn').length)
       }
       expect(spawns).toEqual(Array(TRIALS).fill(1))
     },

@@ -62,6 +62,13 @@ function takenMask() {
   return statusMask(['SigCgt', 'SigIgn'])
 }
 
+/**
+ * The signals a service manager or a terminal stops a process with: an
+ * application that listens for one may stop its supervisors from its own
+ * handler (handleSignals off).
+ */
+const STOP_SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGBREAK'].filter((s) => constants.signals[s] !== undefined)
+
 /** Supervisors that opted in and are between start() and their end → their SIGHUP choice. */
 const enrolled = new Map()
 /** signal → our process listener, while installed. */
@@ -161,12 +168,20 @@ function pendingMask() {
   return statusMask(['SigPnd', 'ShdPnd'])
 }
 
-/** Is a signal we listen for sent to this process and not yet delivered? */
-function ourSignalPending() {
-  if (listeners.size === 0) return false
+/** The signals that may stop a supervisor as they are heard: ours, and the stop signals the application listens for. */
+function stoppingSignals() {
+  const sigs = new Set(listeners.keys())
+  for (const sig of STOP_SIGNALS) if (process.listenerCount(sig) > 0) sigs.add(sig)
+  return sigs
+}
+
+/** Is a signal that may stop a supervisor sent to this process and not yet delivered? */
+function stoppingSignalPending() {
+  const sigs = stoppingSignals()
+  if (sigs.size === 0) return false
   const mask = pendingMask()
   if (mask === 0n) return false
-  for (const sig of listeners.keys()) {
+  for (const sig of sigs) {
     if (((mask >> BigInt(constants.signals[sig] - 1)) & 1n) === 1n) return true
   }
   return false
@@ -188,15 +203,19 @@ const turn = () => new Promise((resolve) => setImmediate(resolve))
 async function stopSignalsHeard() {
   await turn()
   await turn()
-  for (let i = 0; i < 100 && ourSignalPending(); i++) {
+  for (let i = 0; i < 100 && stoppingSignalPending(); i++) {
     await new Promise((resolve) => setTimeout(resolve, 1))
     await turn()
   }
 }
 
-/** Does `supervisor` stop on this process's termination signals (handleSignals)? */
-function enrolledNow(supervisor) {
-  return enrolled.has(supervisor)
+/**
+ * May a signal sent to this process stop `supervisor`: it stops on them
+ * (handleSignals), or the application listens for a stop signal (its
+ * handler may call stop())?
+ */
+function stopSignalsConcern(supervisor) {
+  return enrolled.has(supervisor) || STOP_SIGNALS.some((sig) => process.listenerCount(sig) > 0)
 }
 
 /**
@@ -215,4 +234,4 @@ function leave(supervisor) {
   sync()
 }
 
-module.exports = { enroll, leave, enrolledNow, stopSignalsHeard }
+module.exports = { enroll, leave, stopSignalsConcern, stopSignalsHeard }

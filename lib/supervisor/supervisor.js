@@ -737,7 +737,7 @@ class Supervisor extends EventEmitter {
   async #judge(run, info, why, spawnError, written) {
     await written
     const foreign = info !== null && !run.expected && (info.signal === null || !run.sent.has(info.signal))
-    if (foreign && signals.enrolledNow(this)) await signals.stopSignalsHeard()
+    if (foreign && signals.stopSignalsConcern(this)) await signals.stopSignalsHeard()
     const then = this.#dispatchFor(run, 'judged', info, why, spawnError)
     if (info !== null) this.#emit('exit', { ...info, expected: run.expected })
     run.hear()
