@@ -354,6 +354,31 @@ describe('health checks that misbehave, and fast ones', () => {
     expect(exits[0]).toMatchObject({ pid: first, reason: 'unhealthy' })
   })
 
+  it('a check rejecting with a falsy value: the value is the cause, and the message names it', async () => {
+    const values = [0, '', false, null, undefined]
+    let calls = 0
+    const check = () => Promise.reject(values[calls++ % values.length])
+    const { sup, unhealthy } = await daemon(() => ({ check, intervalMs: 20, timeoutMs: 10, failures: 1000 }))
+    await sup.start()
+    await waitFor(() => unhealthy.length >= values.length, 10_000, 'five failed checks')
+    await sup.stop()
+    const errors = unhealthy.slice(0, values.length).map((u) => u.error as Error)
+    expect(errors.map((e) => e.message.replace(/^.*health check failed: /, ''))).toEqual([
+      '0',
+      '',
+      'false',
+      'null',
+      'undefined',
+    ])
+    // A value was rejected with: it is the cause (null and undefined, no value, give none).
+    expect(errors.slice(0, 3).map((e) => ({ has: 'cause' in e, cause: e.cause }))).toEqual([
+      { has: true, cause: 0 },
+      { has: true, cause: '' },
+      { has: true, cause: false },
+    ])
+    expect(errors.slice(3).map((e) => 'cause' in e)).toEqual([false, false])
+  })
+
   it('fast checks with a state file: each event carries its own check, the record says so, the limit holds', async () => {
     const stateFile = join(tempDir(), 'fast.json')
     // Failures, never three in a row: the daemon must never be stopped.

@@ -38,7 +38,9 @@ function messageOf(reason) {
 }
 
 function supervisorError(code, message, extra) {
-  const err = new Error(message, extra?.cause ? { cause: extra.cause } : undefined)
+  // A falsy reason (a check that rejected with 0 or '') is still the cause;
+  // null and undefined are none.
+  const err = new Error(message, extra?.cause != null ? { cause: extra.cause } : undefined)
   err.code = code
   if (extra && 'lastExit' in extra) err.lastExit = extra.lastExit
   return err
