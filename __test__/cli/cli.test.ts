@@ -61,6 +61,11 @@ describe('procward run', () => {
     expect(events[2]).toMatchObject({ name: 'seven', code: 7, signal: null, expected: false })
     const killed = await cli(['run', '--restart', 'never', '--', 'sh', '-c', 'kill -9 $$'])
     expect(killed.code).toBe(128 + 9)
+    // Its 0 before it was ready is a failure all the same: 1, not 0.
+    const port = await freePort()
+    const early = await cli(['run', '--restart', 'never', '--ready-port', String(port), '--', 'true'])
+    expect(early.code).toBe(1)
+    expect(early.err).toMatch(/failed .*exited with code 0 before it was ready/)
   })
 })
 

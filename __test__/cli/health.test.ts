@@ -115,6 +115,29 @@ describe.skipIf(process.platform !== 'linux')('procward run --health-*', () => {
     await c.done
   })
 
+  it('--restart never: a daemon stopped as unhealthy ends procward with 1, though it exited 0 on our SIGTERM', async () => {
+    const stateFile = join(tempDir(), 'web.json')
+    const port = await freePort()
+    const c = new Cli(
+      others,
+      runDaemon(port, [
+        '--restart',
+        'never',
+        '--state-file',
+        stateFile,
+        '--health-port',
+        String(port),
+        ...checks(100, 90, 1),
+      ]),
+    )
+    const r = await recordWhen(stateFile, (r) => r.child?.health?.ok === true, 'a passed check')
+    const daemon = r.child?.pid as number
+    process.kill(daemon, 'SIGUSR1') // closes its listener, stays alive; exits 0 on SIGTERM
+    expect(await c.done).toEqual({ code: 1, signal: null })
+    expect(c.err).toMatch(new RegExp(`exit pid ${daemon} code 0 \\(unhealthy\\)`))
+    expect(c.err).toMatch(/failed .*health check failed/)
+  })
+
   it('bad values: exit 2 naming the flag, nothing started', async () => {
     const dir = tempDir()
     const ran = join(dir, 'ran')

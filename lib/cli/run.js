@@ -233,7 +233,15 @@ async function main(argv, { help }) {
     if (spawned !== null) return spawned
   }
   if (sup.status().state !== 'stopped' && sup.status().state !== 'failed') return 0
-  if (options.restart === 'never' && lastExit !== null) return common.statusOf(lastExit)
+  if (options.restart === 'never' && lastExit !== null) {
+    // COMMAND's own status, unless that says nothing of the failure: we
+    // stopped it for its failed ready or health checks (the status it gave
+    // our SIGTERM is no verdict of its own), or it exited 0 before it was
+    // ready.
+    const status = common.statusOf(lastExit)
+    if (failure !== null && (failure.cause !== undefined || status === 0)) return 1
+    return status
+  }
   return failure === null ? 0 : 1
 }
 

@@ -68,8 +68,8 @@ anything starts, and one that is missing is bad usage, exit 2):
                         no 'export'); repeatable, a later one winning
   --user USER[:GROUP]   run COMMAND as USER (a name or a uid) with GROUP (default: USER's
                         primary group); USER, LOGNAME, HOME and SHELL from its passwd
-                        entry; supplementary groups are dropped. Needs root (or
-                        CAP_SETUID and CAP_SETGID)
+                        entry; supplementary groups are dropped (where procward may
+                        drop them). Needs root (or CAP_SETUID and CAP_SETGID)
   --umask 0NNN          COMMAND's umask, in octal (Linux)`,
   status: `usage: procward status STATE_FILE [--json]
 
