@@ -236,4 +236,17 @@ function isKill(opts) {
   return opts.signal === 'SIGKILL' || opts.signal === 9
 }
 
-module.exports = { exitInfo, describeExit, messageOf, supervisorError, OwnRun, AdoptedRun }
+/**
+ * SIGKILL to a child just spawned, and to its group when it leads one (it
+ * is unreaped: the pid and the group are still its own). Its watch reaps it.
+ */
+function killSpawned(child) {
+  try {
+    if (child.pgid === child.pid) process.kill(-child.pid, 'SIGKILL')
+    else child.kill('SIGKILL')
+  } catch {
+    // Dead already.
+  }
+}
+
+module.exports = { exitInfo, describeExit, killSpawned, messageOf, supervisorError, OwnRun, AdoptedRun }

@@ -12,8 +12,10 @@
 // that come due meanwhile are failures, not calls. Nothing here waits on
 // the event loop's turn: a check is sockets and timers.
 
+const fs = require('node:fs')
 const http = require('node:http')
 const https = require('node:https')
+const { devNull } = require('node:os')
 const { messageOf, supervisorError } = require('./attempt')
 const { tryConnect } = require('./readiness')
 
@@ -47,8 +49,45 @@ function httpCheck(url, status, signal) {
       if (ok) resolve()
       else reject(new Error(`GET ${shown(url)} answered ${code}${status === null ? '' : `, not ${status}`}`))
     })
-    req.once('error', (err) => reject(err.name === 'AbortError' ? err : new Error(`GET ${shown(url)}: ${err.message}`)))
+    req.once('error', (err) =>
+      reject(err.name === 'AbortError' ? err : new Error(`GET ${shown(url)}: ${err.message}`, { cause: err })),
+    )
   })
+}
+
+/**
+ * Errors of this process's own making: out of file descriptors, memory or
+ * buffers. A check that fails with one says nothing of the daemon.
+ */
+const OURS = new Set(['EMFILE', 'ENFILE', 'ENOBUFS', 'ENOMEM'])
+
+/** Did a check fail for a reason of ours (its error's code, or its cause's)? */
+function oursToBlame(err) {
+  try {
+    if (OURS.has(err?.code) || OURS.has(err?.cause?.code)) return true
+  } catch {
+    // A value whose properties throw: asked below.
+  }
+  // A runtime may misname it (Bun 1.4 reports a socket() that failed with
+  // EMFILE as ECONNREFUSED): is our fd table full now?
+  return fdTableFull()
+}
+
+/** Can this process open no file now (EMFILE, ENFILE)? One open and close, after a failed check only. */
+function fdTableFull() {
+  try {
+    fs.closeSync(fs.openSync(devNull, 'r'))
+    return false
+  } catch (e) {
+    return e?.code === 'EMFILE' || e?.code === 'ENFILE'
+  }
+}
+
+/** A check that failed for a reason of ours (`reason`): not made, as far as the daemon goes. */
+class NotMade {
+  constructor(reason) {
+    this.reason = reason
+  }
 }
 
 /** One check of `health` (the normalised option) on `run`, until `signal` aborts. */
@@ -97,6 +136,19 @@ function watchHealth(health, run, name, heard) {
   const failed = (message, code, cause) =>
     supervisorError(code, `${name}'s health check failed: ${message}`, cause === undefined ? undefined : { cause })
 
+  // A check we could not make (out of fds: procward's own trouble, not the
+  // daemon's) is neither a pass nor a failure: said once, until a check is
+  // made again, and tried again at the next interval.
+  let warned = false
+  const notMade = (err) => {
+    if (warned) return
+    warned = true
+    process.emitWarning(
+      `procward: ${name}'s health check could not be made, procward itself being out of file descriptors, memory or buffers (${messageOf(err)}): not counted against the daemon (said once until a check is made)`,
+      { code: 'PROCWARD_HEALTH_CHECK_NOT_MADE' },
+    )
+  }
+
   async function check() {
     timer = null
     if (busy) {
@@ -129,7 +181,7 @@ function watchHealth(health, run, name, heard) {
       .then(() => checkOnce(health, run, ac.signal))
       .then(
         () => null,
-        (err) => failed(messageOf(err), 'ERR_HEALTH_CHECK_FAILED', err),
+        (err) => (oursToBlame(err) ? new NotMade(err) : failed(messageOf(err), 'ERR_HEALTH_CHECK_FAILED', err)),
       )
     settled.then(() => {
       busy = false
@@ -140,7 +192,11 @@ function watchHealth(health, run, name, heard) {
     const err = late ? failed(`no answer within ${health.timeoutMs} ms`, 'ERR_HEALTH_CHECK_TIMEOUT') : result
     stopped.removeEventListener('abort', onStop)
     if (stopped.aborted) return
-    await hear(err)
+    if (err instanceof NotMade) notMade(err.reason)
+    else {
+      warned = false
+      await hear(err)
+    }
     next()
   }
 

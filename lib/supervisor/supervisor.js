@@ -33,7 +33,7 @@ const {
 } = require('./takeover')
 const transitions = require('./transitions')
 
-const { AdoptedRun, describeExit, OwnRun, supervisorError } = attempt
+const { AdoptedRun, describeExit, killSpawned, OwnRun, supervisorError } = attempt
 const { PUBLIC } = transitions
 /** The public states in which a restart under way may be joined. */
 const LIVE = new Set(['starting', 'running', 'backoff'])
@@ -486,6 +486,16 @@ class Supervisor extends EventEmitter {
     try {
       run.notify = notify.listen(this.#o.ready) // the child's own NOTIFY_SOCKET, or null
       child = spawnSupervised(this.#o.command, this.#args, spawnOptions(this.#o, this.#env, this.#mark, run.notify))
+      // Its identity now, while the pid is surely its own: the record (and a
+      // successor's takeover) cannot do without it. Unreadable (/proc out
+      // of reach: EMFILE), the spawn failed for a reason of ours, and the
+      // child goes with its group.
+      try {
+        void child.identity
+      } catch (err) {
+        killSpawned(child)
+        throw err
+      }
     } catch (err) {
       run.notify?.close()
       // Heard on the next turn: so that a start() caller has its listeners
