@@ -147,6 +147,7 @@ describe.skipIf(process.platform !== 'linux')('procward run --health-*', () => {
       [['--health-port', 'x'], /--health-port must be a whole number/],
       [['--health-http', 'ftp://127.0.0.1/'], /--health-http must be an http: or https: URL/],
       [['--health-http', 'nope'], /--health-http must be an http: or https: URL/],
+      [['--health-http', 'http://127.0.0.1:99999/'], /--health-http is not a valid URL \(its host or port\?\)/],
       [['--health-port', '80', '--health-http', 'http://127.0.0.1/'], /--health-port and --health-http/],
       [
         ['--health-port', '80', '--health-interval', '1000', '--health-timeout', '1000'],

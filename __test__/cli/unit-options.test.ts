@@ -14,7 +14,7 @@ import { CLI, isRoot, NODE, tempDirs, trackProcesses, waitFor } from '../helpers
 import { Cli, cli as runCli } from './cli-process'
 
 const require = createRequire(__filename)
-const { parseEnvText, parseEnvFile, readEnvFile, EnvFileError } = require('../../lib/cli/env-file.js')
+const { MAX_BYTES, parseEnvText, parseEnvFile, readEnvFile, EnvFileError } = require('../../lib/cli/env-file.js')
 const { resolveUser, maySwitch, umaskOf } = require('../../lib/cli/unit-options.js')
 
 const { sup, others } = trackProcesses()
@@ -99,6 +99,12 @@ describe('the env file, as systemd parses it (fakes)', () => {
 
   it('readEnvFile reads through the readFile it is given, its error as it is', () => {
     expect({ ...readEnvFile('/x.env', { readFile: () => Buffer.from('A=1') }) }).toEqual({ A: '1' })
+    // systemd's bound, to the byte.
+    const atMost = Buffer.alloc(MAX_BYTES, '\n')
+    expect({ ...readEnvFile('/x.env', { readFile: () => atMost }) }).toEqual({})
+    expect(() => readEnvFile('/x.env', { readFile: () => Buffer.alloc(MAX_BYTES + 1, '\n') })).toThrow(
+      /^is larger than 64 MiB/,
+    )
     const enoent = Object.assign(new Error('nope'), { code: 'ENOENT' })
     expect(() =>
       readEnvFile('/x.env', {
@@ -354,6 +360,8 @@ describe('bad input: exit 2 naming it, nothing started', () => {
     for (const [file, why] of [
       [join(dir, 'missing.env'), 'no such file or directory'],
       [dir, 'is a directory'],
+      // A file without an end is read no further than systemd reads one.
+      ['/dev/zero', 'is larger than 64 MiB, the most systemd reads'],
     ] as const) {
       const p = others.spawn(NODE, ['--', CLI, 'run', '--env-file', file, '--', 'sh', '-c', 'echo ran'], {
         stdio: ['ignore', 'pipe', 'pipe'],

@@ -354,13 +354,13 @@ describe('health checks that misbehave, and fast ones', () => {
     expect(exits[0]).toMatchObject({ pid: first, reason: 'unhealthy' })
   })
 
-  it('a check rejecting with a falsy value: the value is the cause, and the message names it', async () => {
-    const values = [0, '', false, null, undefined]
+  it('a check rejecting with a falsy value: the value is the cause, and the message names it (a newline at its end cut)', async () => {
+    const values = [0, '', false, null, undefined, new Error('as OpenSSL words it\n')]
     let calls = 0
     const check = () => Promise.reject(values[calls++ % values.length])
     const { sup, unhealthy } = await daemon(() => ({ check, intervalMs: 20, timeoutMs: 10, failures: 1000 }))
     await sup.start()
-    await waitFor(() => unhealthy.length >= values.length, 10_000, 'five failed checks')
+    await waitFor(() => unhealthy.length >= values.length, 10_000, 'six failed checks')
     await sup.stop()
     const errors = unhealthy.slice(0, values.length).map((u) => u.error as Error)
     expect(errors.map((e) => e.message.replace(/^.*health check failed: /, ''))).toEqual([
@@ -369,6 +369,7 @@ describe('health checks that misbehave, and fast ones', () => {
       'false',
       'null',
       'undefined',
+      'as OpenSSL words it', // no newline left at its end
     ])
     // A value was rejected with: it is the cause (null and undefined, no value, give none).
     expect(errors.slice(0, 3).map((e) => ({ has: 'cause' in e, cause: e.cause }))).toEqual([
@@ -376,7 +377,7 @@ describe('health checks that misbehave, and fast ones', () => {
       { has: true, cause: '' },
       { has: true, cause: false },
     ])
-    expect(errors.slice(3).map((e) => 'cause' in e)).toEqual([false, false])
+    expect(errors.slice(3, 5).map((e) => 'cause' in e)).toEqual([false, false])
   })
 
   it('fast checks with a state file: each event carries its own check, the record says so, the limit holds', async () => {

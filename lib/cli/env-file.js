@@ -207,12 +207,42 @@ function parseEnvFile(bytes) {
   return checkAssignments(parseEnvText(typeof bytes === 'string' ? bytes : decode(bytes)))
 }
 
+/** The most an environment file may hold: systemd's READ_FULL_BYTES_MAX (64 MiB - 1). */
+const MAX_BYTES = 64 * 1024 * 1024 - 1
+
 /**
- * Reads and parses `file`. `readFile(file)` returns its bytes (default
- * fs.readFileSync); its error (ENOENT, EACCES, EISDIR) comes through as it is.
+ * `file`'s bytes, but no more than MAX_BYTES + 1 of them: a file without
+ * an end (/dev/zero, a FIFO that is written on and on) is read no further
+ * than that, as systemd's read_full_stream reads it.
  */
-function readEnvFile(file, { readFile = require('node:fs').readFileSync } = {}) {
-  return parseEnvFile(readFile(file))
+function readBounded(file) {
+  const fs = require('node:fs')
+  const fd = fs.openSync(file, 'r')
+  try {
+    const chunks = []
+    let total = 0
+    while (total <= MAX_BYTES) {
+      const chunk = Buffer.allocUnsafe(Math.min(1 << 20, MAX_BYTES + 1 - total))
+      const n = fs.readSync(fd, chunk, 0, chunk.length, null)
+      if (n === 0) break
+      chunks.push(chunk.subarray(0, n))
+      total += n
+    }
+    return Buffer.concat(chunks, total)
+  } finally {
+    fs.closeSync(fd)
+  }
 }
 
-module.exports = { EnvFileError, parseEnvText, parseEnvFile, readEnvFile }
+/**
+ * Reads and parses `file`. `readFile(file)` returns its bytes (default: the
+ * file read up to one byte past MAX_BYTES); its error (ENOENT, EACCES,
+ * EISDIR) comes through as it is. A file larger than MAX_BYTES is refused.
+ */
+function readEnvFile(file, { readFile = readBounded } = {}) {
+  const bytes = readFile(file)
+  if (bytes.length > MAX_BYTES) throw new EnvFileError('is larger than 64 MiB, the most systemd reads')
+  return parseEnvFile(bytes)
+}
+
+module.exports = { EnvFileError, MAX_BYTES, parseEnvText, parseEnvFile, readEnvFile }

@@ -134,7 +134,12 @@ function watchHealth(health, run, name, heard) {
   const hear = (err) => Promise.resolve(heard(err)).catch(noop)
 
   const failed = (message, code, cause) =>
-    supervisorError(code, `${name}'s health check failed: ${message}`, cause === undefined ? undefined : { cause })
+    // (trimEnd: OpenSSL's messages end with a newline.)
+    supervisorError(
+      code,
+      `${name}'s health check failed: ${message.trimEnd()}`,
+      cause === undefined ? undefined : { cause },
+    )
 
   // A check we could not make (out of fds: procward's own trouble, not the
   // daemon's) is neither a pass nor a failure: said once, until a check is

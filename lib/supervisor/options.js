@@ -133,9 +133,14 @@ function checkHealthCheck(value) {
     } catch {
       // worded below
     }
+    // A URL that does not parse (a port past 65535, a bad host) is said to
+    // be no URL, not to have the wrong scheme.
+    const looksHttp = /^https?:/i.test(text)
     if (url === null || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
       throw typeError(
-        `${name}.http must be an http: or https: URL, got ${validate.describe(text)}`,
+        url === null && looksHttp
+          ? `${name}.http is not a valid URL (its host or port?), got ${validate.describe(text)}`
+          : `${name}.http must be an http: or https: URL, got ${validate.describe(text)}`,
         'ERR_INVALID_ARG_VALUE',
       )
     }
