@@ -71,6 +71,22 @@ export function aliveInProcTable(pid: number): boolean {
   return s !== null && s !== 'Z' && s !== 'X'
 }
 
+/** Running processes (not zombies) whose command line is exactly `argv`. */
+export function runningWithArgv(argv: string[]): number[] {
+  const want = `${argv.join('\0')}\0`
+  const out: number[] = []
+  for (const ent of readdirSync('/proc')) {
+    if (!/^\d+$/.test(ent)) continue
+    try {
+      if (readFileSync(`/proc/${ent}/cmdline`, 'latin1') === want && aliveInProcTable(Number(ent)))
+        out.push(Number(ent))
+    } catch {
+      // gone
+    }
+  }
+  return out
+}
+
 /** What `process.kill(pid, 0)` says: the check this library replaces. */
 export function killZeroSaysAlive(pid: number): boolean {
   try {

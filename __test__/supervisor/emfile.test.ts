@@ -2,29 +2,12 @@
 // counted against the daemon, never an uncaught exception, and never a
 // child left running. Each fixture runs in a node of its own under a low
 // RLIMIT_NOFILE (runWithFewFds) and fills its fd table itself.
-import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { aliveInProcTable, FIXTURES, freePort, runWithFewFds, trackProcesses } from '../helpers'
+import { FIXTURES, freePort, runningWithArgv, runWithFewFds, trackProcesses } from '../helpers'
 
 trackProcesses()
 const DAEMON = join(FIXTURES, 'http-daemon.cjs')
-
-/** The live processes whose argv is exactly `argv`. */
-function running(argv: string[]): number[] {
-  const want = `${argv.join('\0')}\0`
-  const out: number[] = []
-  for (const ent of readdirSync('/proc')) {
-    if (!/^\d+$/.test(ent)) continue
-    try {
-      if (readFileSync(`/proc/${ent}/cmdline`, 'latin1') === want && aliveInProcTable(Number(ent)))
-        out.push(Number(ent))
-    } catch {
-      // gone
-    }
-  }
-  return out
-}
 
 describe.skipIf(process.platform !== 'linux')("procward's own EMFILE", () => {
   it.each(['http', 'port'])(
@@ -59,6 +42,6 @@ describe.skipIf(process.platform !== 'linux')("procward's own EMFILE", () => {
     expect(r.runs.at(-1)?.outcome).toBe('started')
     // Each daemon was stopped, and one spawned then refused (its identity
     // unreadable) was killed: none is left.
-    expect(running(['sleep', seconds])).toEqual([])
+    expect(runningWithArgv(['sleep', seconds])).toEqual([])
   })
 })

@@ -5,7 +5,16 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import type { SupervisorOptions } from '../../index.js'
-import { aliveInProcTable, FIXTURES, NODE, PROCWARD, tempDirs, trackProcesses, waitFor } from '../helpers'
+import {
+  aliveInProcTable,
+  FIXTURES,
+  NODE,
+  PROCWARD,
+  runningWithArgv as running,
+  tempDirs,
+  trackProcesses,
+  waitFor,
+} from '../helpers'
 import { trackSupervisors } from './helpers'
 
 const { others } = trackProcesses()
@@ -14,22 +23,6 @@ const tempDir = tempDirs('procward-killed-')
 const KILLED = join(FIXTURES, 'supervisor-killed.cjs')
 
 const supervisor = trackSupervisors()
-
-/** Running processes whose command line is exactly `argv`. */
-function running(argv: string[]): number[] {
-  const want = `${argv.join('\0')}\0`
-  const out: number[] = []
-  for (const ent of readdirSync('/proc')) {
-    if (!/^\d+$/.test(ent)) continue
-    try {
-      if (readFileSync(`/proc/${ent}/cmdline`, 'latin1') === want && aliveInProcTable(Number(ent)))
-        out.push(Number(ent))
-    } catch {
-      // gone
-    }
-  }
-  return out
-}
 
 /**
  * Processes in the middle of an exec: for a moment after the spawn returns
