@@ -213,6 +213,7 @@ function procOf(pid: number) {
     cwd: readlinkSync(`/proc/${pid}/cwd`),
     env: Object.fromEntries(environ.map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)])),
     umask: field('Umask'),
+    cmdline: readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean).join(' '),
     uid: field('Uid').split(/\s+/)[0],
     gid: field('Gid').split(/\s+/)[0],
   }
@@ -262,6 +263,26 @@ describe('procward run, each applied to the daemon only (real processes)', () =>
     expect(procward.umask).toBe(procOf(process.pid).umask)
     expect(procward.umask).not.toBe('0027')
     for (const k of ['FROM_FILE', 'FROM_FLAG', 'BOTH', 'MULTI']) expect(procward.env[k]).toBeUndefined()
+  })
+
+  it("--environment-file: --env-file's other name, in order with it; its NODE_OPTIONS is the daemon's only", async () => {
+    const dir = tempDir()
+    writeFileSync(join(dir, 'one.env'), 'A=one\nB=one\n')
+    writeFileSync(join(dir, 'two.env'), 'B=two\nNODE_OPTIONS=--title=procward-test-title\n')
+    writeFileSync(join(dir, 'three.env'), 'A=three\n')
+    // Started as the installed bin is (`node procward.js run ...`, no `--`
+    // of node's own): Node leaves --environment-file alone.
+    const { daemon, procward } = await daemonUnder([
+      '--env-file',
+      join(dir, 'one.env'),
+      '--environment-file',
+      join(dir, 'two.env'),
+      '--env-file',
+      join(dir, 'three.env'),
+    ])
+    expect(daemon.env).toMatchObject({ A: 'three', B: 'two', NODE_OPTIONS: '--title=procward-test-title' })
+    expect(procward.cmdline).toContain('procward.js run')
+    expect(procward.env.NODE_OPTIONS).toBe(process.env.NODE_OPTIONS)
   })
 
   it('a variable named __proto__ (from --env and from --env-file) reaches the daemon like any other', async () => {
@@ -349,6 +370,13 @@ describe('bad input: exit 2 naming it, nothing started', () => {
     await refused(['run', '--user', 'procward-no-such-user'], /no user procward-no-such-user \(not in \/etc\/passwd\)/)
     await refused(['run', '--user', 'root:procward-no-such-group'], /no group procward-no-such-group/)
     await refused(['run', '--umask', '0999'], /--umask must be an octal mode mask/)
+    // In the words given, and read no further than systemd reads one.
+    await refused(['run', '--environment-file', bad], /^procward run: --environment-file .*bad\.env:2: "export B"/)
+    await refused(
+      ['run', '--environment-file', '/dev/zero'],
+      /^procward run: --environment-file \/dev\/zero: is larger than 64 MiB/,
+    )
+    await refused(['run', '--environment-file', join(dir, 'nope.env')], /--environment-file .*nope\.env: no such file/)
     await refused(['run', '--env', 'NOEQUALS'], /^procward run: --env NOEQUALS: KEY=VALUE expected$/)
     await refused(['run', '--env', '1X=2'], /"1X" is not a variable name/)
   })
@@ -381,7 +409,14 @@ describe('bad input: exit 2 naming it, nothing started', () => {
 
   it('--help names them', async () => {
     const r = await cli(['run', '--help'])
-    for (const flag of ['--cwd DIR', '--env K=V', '--env-file FILE', '--user USER[:GROUP]', '--umask 0NNN']) {
+    for (const flag of [
+      '--cwd DIR',
+      '--env K=V',
+      '--env-file FILE',
+      '--environment-file FILE',
+      '--user USER[:GROUP]',
+      '--umask 0NNN',
+    ]) {
       expect(r.out).toContain(flag)
     }
   })

@@ -239,6 +239,20 @@ describe('ready', () => {
     expect(err.cause).toMatchObject({ code: 'ERR_READY_TIMEOUT' })
     expect(names(seen)).toEqual(['spawn', 'exit', 'restart', 'spawn', 'exit', 'failed'])
     expect(seen[1]?.data).toMatchObject({ signal: 'SIGTERM', expected: false })
+    // With restart 'never', the failure is the timeout's, named once.
+    const once = supervisor({
+      name: 'slow',
+      command: 'sleep',
+      args: ['100'],
+      ready: { stdout: 'never printed' },
+      readyTimeoutMs: 150,
+      restart: 'never',
+    })
+    const failed = await once.start().then(
+      () => null,
+      (e) => e,
+    )
+    expect(failed).toMatchObject({ code: 'ERR_SUPERVISOR_FAILED', message: 'slow was not ready within 150 ms' })
   })
 
   it('a rejecting ready function counts as a crash', async () => {

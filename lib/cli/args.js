@@ -15,8 +15,11 @@ class UsageError extends Error {
 
 /**
  * `spec`: option name → 'value' (takes one), 'values' (takes one, and may
- * be repeated: an array of them in order), 'flag' (takes none) or
- * 'optional' (a value only as `--opt=V`). `command`: how many positionals
+ * be repeated: an array of them in order), 'flag' (takes none),
+ * 'optional' (a value only as `--opt=V`), or `{ alias: NAME }` (another
+ * spelling of the 'values' option NAME: its values go into NAME's array,
+ * in order with NAME's own, and `opts[`${NAME}:flags`]` says which
+ * spelling gave each, for the messages). `command`: how many positionals
  * come before the COMMAND, or null when the verb takes no command. Without
  * `--`, the command starts at that positional: its own options (`node
  * server.js --port 8080`) are its own, never ours.
@@ -24,7 +27,7 @@ class UsageError extends Error {
 function parse(verb, argv, spec, { command = null } = {}) {
   const options = { help: { type: 'boolean', short: 'h' } }
   for (const [name, kind] of Object.entries(spec)) {
-    options[name] = { type: kind === 'value' || kind === 'values' ? 'string' : 'boolean' }
+    options[name] = { type: kind === 'value' || kind === 'values' || typeof kind === 'object' ? 'string' : 'boolean' }
   }
   // strict: false so that every token comes back, unknown ones included,
   // for the messages below (and so that the command's own arguments, which
@@ -52,8 +55,10 @@ function parse(verb, argv, spec, { command = null } = {}) {
       opts.help = true
       continue
     }
-    const kind = Object.hasOwn(spec, t.name) && raw.startsWith('--') ? spec[t.name] : undefined
-    if (kind === undefined) throw new UsageError(verb, `unknown option ${raw}`)
+    const given = Object.hasOwn(spec, t.name) && raw.startsWith('--') ? spec[t.name] : undefined
+    if (given === undefined) throw new UsageError(verb, `unknown option ${raw}`)
+    const name = typeof given === 'object' ? given.alias : t.name
+    const kind = typeof given === 'object' ? 'values' : given
     // `--grace 5 --grace 6`: which one was meant is not ours to guess.
     if (Object.hasOwn(opts, t.name) && kind !== 'values') throw new UsageError(verb, `${raw} is given more than once`)
     if (kind === 'flag') {
@@ -78,8 +83,10 @@ function parse(verb, argv, spec, { command = null } = {}) {
         // `--name --json`: a forgotten value, or a value that starts with a dash?
         throw new UsageError(verb, `${raw} needs a value (one that starts with '-' is written ${raw}=${t.value})`)
       }
-      if (kind === 'values') opts[t.name] = [...(opts[t.name] ?? []), t.value]
-      else opts[t.name] = t.value
+      if (kind === 'values') {
+        opts[name] = [...(opts[name] ?? []), t.value]
+        opts[`${name}:flags`] = [...(opts[`${name}:flags`] ?? []), raw]
+      } else opts[t.name] = t.value
     }
   }
   return { opts, positional, rest }

@@ -14,6 +14,10 @@ const UNIT_SPEC = {
   cwd: 'value',
   env: 'values',
   'env-file': 'values',
+  // systemd's own word, and one Node never reads: Node looks at every
+  // argument that starts with --env-file, a script's too, before any of
+  // ours runs (nodejs/node#54232; docs/cli.md).
+  'environment-file': { alias: 'env-file' },
   user: 'value',
   umask: 'value',
 }
@@ -75,16 +79,16 @@ function envAssignment(text) {
   return [key, text.slice(eq + 1)]
 }
 
-/** --env-file FILE → its variables; `readFile` as readEnvFile's. */
-function envFile(file, readFile) {
-  if (file === '') throw usage('--env-file must not be empty')
+/** --env-file FILE → its variables; `readFile` as readEnvFile's; `flag` the spelling given. */
+function envFile(file, readFile, flag = '--env-file') {
+  if (file === '') throw usage(`${flag} must not be empty`)
   try {
     return readEnvFile(file, readFile ? { readFile } : {})
   } catch (err) {
     if (err instanceof EnvFileError) {
-      throw usage(`--env-file ${file}${err.line === null ? '' : `:${err.line}`}: ${err.message}`)
+      throw usage(`${flag} ${file}${err.line === null ? '' : `:${err.line}`}: ${err.message}`)
     }
-    throw usage(`--env-file ${file}: ${why(err)}`)
+    throw usage(`${flag} ${file}: ${why(err)}`)
   }
 }
 
@@ -208,7 +212,8 @@ function unitSpawnOptions(opts, io = {}) {
   const spawn = {}
   if (opts.cwd !== undefined) spawn.cwd = checkCwd(opts.cwd)
   const vars = (opts.env ?? []).map(envAssignment)
-  const files = (opts['env-file'] ?? []).map((f) => envFile(f, io.readFile))
+  const flags = opts['env-file:flags'] ?? []
+  const files = (opts['env-file'] ?? []).map((f, i) => envFile(f, io.readFile, flags[i]))
   if (opts.user !== undefined) {
     const { uid, gid, user } = resolveUser(opts.user, io)
     if (!maySwitch(uid, gid, io)) {

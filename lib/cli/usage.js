@@ -16,8 +16,9 @@ SIGQUIT, SIGUSR2...), which then ends procward itself (status 128 + n). A
 second signal while stopping kills at once. One line per lifecycle event on
 stderr, timestamped unless stderr is the systemd journal (--json: one JSON
 object per line). With --restart never, exits with the child's status (128 + n
-when killed by signal n). A COMMAND that cannot be found exits 127, one that
-cannot be run 126.
+when killed by signal n), or 1 when procward stopped it for failed ready or
+health checks or it exited 0 before it was ready. A COMMAND that cannot be
+found exits 127, one that cannot be run 126.
 
 Under a service manager (NOTIFY_SOCKET set: a systemd unit with Type=notify, or
 a container runtime that speaks the protocol) procward reports READY=1 once
@@ -64,8 +65,11 @@ anything starts, and one that is missing is bad usage, exit 2):
   --cwd DIR             COMMAND's working directory (a relative COMMAND is found from it)
   --env K=V             set K in COMMAND's environment (repeatable; wins over --env-file)
   --env-file FILE       read variables from FILE, in systemd's EnvironmentFile= syntax
-                        (KEY=VALUE lines, # or ; comments, quotes, trailing  joins lines;
+                        (KEY=VALUE lines, # or ; comments, quotes, trailing \\ joins lines;
                         no 'export'); repeatable, a later one winning
+  --environment-file FILE
+                        the same, under systemd's name, which Node itself never reads
+                        (Node reads any --env-file FILE first: see docs/cli.md)
   --user USER[:GROUP]   run COMMAND as USER (a name or a uid) with GROUP (default: USER's
                         primary group); USER, LOGNAME, HOME and SHELL from its passwd
                         entry; supplementary groups are dropped (where procward may

@@ -237,13 +237,13 @@ function isKill(opts) {
 }
 
 /**
- * SIGKILL to a child just spawned, and to its group when it leads one (it
- * is unreaped: the pid and the group are still its own). Its watch reaps it.
+ * SIGKILL to a child just spawned. Through its own handle, which never
+ * signals a pid once reaped; its group is swept at its exit, before its
+ * reap (killGroupOnExit), where the pid and the group are surely its own.
  */
 function killSpawned(child) {
   try {
-    if (child.pgid === child.pid) process.kill(-child.pid, 'SIGKILL')
-    else child.kill('SIGKILL')
+    child.kill('SIGKILL')
   } catch {
     // Dead already.
   }

@@ -779,8 +779,9 @@ class Supervisor extends EventEmitter {
       const cause = run.readyFailure ?? run.healthFailure ?? spawnError
       const name = this.#o.name
       const what = cause ? cause.message : `${describeExit(info)}${beforeReady ? ' before it was ready' : ''}`
-      // A ready or health failure names the supervisor already ("web's ready check failed: …").
-      const message = what.startsWith(`${name}'s `) ? what : `${name} ${what}`
+      // A ready or health failure names the supervisor already ("web's ready
+      // check failed: …", "web was not ready within …").
+      const message = what.startsWith(`${name}'s `) || what.startsWith(`${name} `) ? what : `${name} ${what}`
       return this.#dispatch('fail', supervisorError('ERR_SUPERVISOR_FAILED', message, { cause, lastExit: info }))
     }
     // Monotonic: a wall clock stepped back or forward neither hides nor
