@@ -127,7 +127,7 @@ describe.skipIf(process.platform !== 'linux')('procward run --health-*', () => {
         stateFile,
         '--health-port',
         String(port),
-        ...checks(100, 90, 1),
+        ...checks(300, 250, 1),
       ]),
     )
     const r = await recordWhen(stateFile, (r) => r.child?.health?.ok === true, 'a passed check')
