@@ -259,18 +259,20 @@ fn sweep(cache: &mut Vec<Slot>) -> Vec<Slot> {
 /// `PF_EXITING` on every thread tells in between (see [`thread_state`]).
 pub fn is_running(pid: Pid) -> io::Result<bool> {
     match pidfd_check(pid, false) {
-        PidfdCheck::Alive(_) => Ok(!exiting_alive(pid)),
+        PidfdCheck::Alive(_) => Ok(!stopped_since_alive(pid)),
         PidfdCheck::NotRunning => Ok(false),
         PidfdCheck::Unavailable => is_running_by_stat(pid),
     }
 }
 
-/// For a process its pidfd shows alive: has it begun to exit? The stat
-/// through the slot's kept fd where an info read left one, else read afresh
-/// and closed (a liveness check keeps one fd per process, its pidfd: the
-/// fd budget of waits and spawns counts on that). Unreadable or
-/// unparsable: not exiting, as the pidfd said.
-fn exiting_alive(pid: Pid) -> bool {
+/// For a process its pidfd shows alive: has it stopped running since? It
+/// has begun to exit on every thread, or its last thread ended between the
+/// pidfd's answer and the stat read (the leader, long a zombie, is then
+/// alone: a zombie, not running). The stat through the slot's kept fd where
+/// an info read left one, else read afresh and closed (a liveness check
+/// keeps one fd per process, its pidfd: the fd budget of waits and spawns
+/// counts on that). Unreadable or unparsable: running, as the pidfd said.
+fn stopped_since_alive(pid: Pid) -> bool {
     let mut buf = [0u8; STAT_BUF];
     let n = match read_stat_kept(pid, &mut buf) {
         Some(n) => n,
@@ -282,7 +284,7 @@ fn exiting_alive(pid: Pid) -> bool {
         },
     };
     match parse_stat(&buf[..n]) {
-        Ok(st) => thread_state(pid, &st) == ProcState::Exiting,
+        Ok(st) => !thread_state(pid, &st).is_running(),
         Err(_) => false,
     }
 }
@@ -686,7 +688,9 @@ pub fn is_running_as(pid: Pid, identity: &str) -> Result<bool, InfoError> {
     // pidfd with the same inode is the same process, no /proc read needed.
     if let Some(wanted_ino) = wanted.inode {
         match pidfd_check(pid, true) {
-            PidfdCheck::Alive(Some(ino)) => return Ok(ino == wanted_ino && !exiting_alive(pid)),
+            PidfdCheck::Alive(Some(ino)) => {
+                return Ok(ino == wanted_ino && !stopped_since_alive(pid))
+            }
             PidfdCheck::NotRunning => return Ok(false),
             PidfdCheck::Alive(None) | PidfdCheck::Unavailable => {}
         }
