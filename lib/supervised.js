@@ -172,10 +172,16 @@ class SupervisedProcess extends EventEmitter {
         callNative(() => this.#stopping.control.escalate(opts.native))
         return this.#stopping.promise
       }
-      // Reaped natively, even if the 'exit' event is still on its way.
+      // Reaped natively, even if the 'exit' event is still on its way (from
+      // another thread, or later in this loop turn): it is emitted first, as
+      // after a stop that saw the exit, so a caller who awaits the stop finds
+      // its 'exit' listeners run. In a microtask, never inside this call.
       const exit = this.exitInfo
       if (exit !== null) {
-        return Promise.resolve({ outcome: 'already-exited', pidReused: false, signals: [], elapsedMs: 0, exit })
+        return Promise.resolve().then(() => {
+          this.#markExited(exit)
+          return { outcome: 'already-exited', pidReused: false, signals: [], elapsedMs: 0, exit: this.#exitInfo }
+        })
       }
       const stopping = startStop(
         (control) => this.#native.stop(opts.native, control),

@@ -18,6 +18,7 @@ import {
   pidNamespaceShell,
   procState,
   reusePid,
+  sleep,
   trackProcesses,
   waitFor,
   withFreezer,
@@ -79,6 +80,27 @@ describe('our children', () => {
     expect(first.outcome).toBe('exited')
     const second = await q.stop()
     expect(second).toMatchObject({ outcome: 'already-exited', signals: [], exit: first.exit })
+  })
+
+  // The exit reaped by the native watcher (seen through exitInfo, which
+  // reads it) while its 'exit' event is still on its way: the stop emits it
+  // first, so a caller who awaits the stop finds the 'exit' listeners run.
+  it("resolves already-exited only after 'exit' is emitted, when the exit was reaped but not yet delivered", async () => {
+    const p = sup('true', [])
+    const order: string[] = []
+    p.on('exit', (info) => order.push(`exit ${info.code}`))
+    const until = Date.now() + 5000
+    while (p.exitInfo === null && Date.now() < until) {} // the loop held: no delivery
+    expect(p.exitInfo).toMatchObject({ code: 0, signal: null })
+    expect(order).toEqual([]) // not delivered yet, not by the stop's call either
+    const stopping = p.stop()
+    expect(order).toEqual([])
+    const r = await stopping
+    order.push(`stop ${r.outcome}`)
+    expect(order).toEqual(['exit 0', 'stop already-exited'])
+    expect(r.exit).toBe(await p.exited)
+    await sleep(50) // the native delivery, when it comes, emits nothing again
+    expect(order).toEqual(['exit 0', 'stop already-exited'])
   })
 
   it('shares one escalation between concurrent stops', async () => {

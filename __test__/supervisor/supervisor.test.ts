@@ -395,6 +395,22 @@ describe('restart() and stop()', () => {
     expect(procState(pid)).toBeNull()
     expect(sup.kill('SIGTERM')).toBe(false)
   })
+
+  it("stop() after the daemon's exit was reaped but not yet heard resolves after 'exit' is emitted", async () => {
+    const sup = supervisor({ command: 'sleep', args: ['100'] })
+    await sup.start()
+    const child = sup.child as NonNullable<typeof sup.child>
+    const order: string[] = []
+    sup.on('exit', (info) => order.push(`exit ${info.signal}`))
+    child.kill('SIGKILL')
+    const until = Date.now() + 5000
+    while (child.exitInfo === null && Date.now() < until) {} // reaped natively; the loop held
+    expect(order).toEqual([])
+    const r = await sup.stop()
+    order.push(`stop ${r?.outcome}`)
+    expect(order).toEqual(['exit SIGKILL', 'stop already-exited'])
+    expect(sup.state).toBe('stopped')
+  })
 })
 
 // ---- options ------------------------------------------------------------------------
