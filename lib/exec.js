@@ -173,6 +173,23 @@ function capture(stream, max, onOverflow) {
 }
 
 /**
+ * `bytes` without a UTF-8 sequence cut short at its end (a lead byte
+ * followed by fewer continuation bytes than it announces). Bytes that are
+ * not UTF-8 at all are left for the decoder, as anywhere else.
+ */
+function wholeCharacters(bytes) {
+  for (let back = 1; back <= Math.min(3, bytes.length); back++) {
+    const b = bytes[bytes.length - back]
+    if ((b & 0xc0) === 0x80) continue // a continuation byte: look further back
+    // The length a lead byte announces; 1 for ASCII and for bytes that
+    // lead nothing (0x80–0xc1, 0xf5–0xff).
+    const needs = b < 0xc2 ? 1 : b < 0xe0 ? 2 : b < 0xf0 ? 3 : b < 0xf5 ? 4 : 1
+    return needs > back ? bytes.subarray(0, bytes.length - back) : bytes
+  }
+  return bytes
+}
+
+/**
  * Runs `command` to completion. Resolves with an ExecResult; rejects with an
  * ExecError for a non-zero exit, a signal, a timeout, an abort or maxBuffer
  * (unless `reject: false`), with the spawn's own error (ENOENT…) when the
@@ -290,7 +307,10 @@ async function exec(command, args, options) {
 
   const collect = (c, mode) => {
     const bytes = mode === 'pipe' ? Buffer.concat(c.chunks) : Buffer.alloc(0)
-    return o.encoding === 'buffer' ? bytes : bytes.toString('utf8')
+    if (o.encoding === 'buffer') return bytes
+    // A cut at maxBuffer inside a character drops its first bytes: they
+    // are ours, not the command's, and would decode to U+FFFD.
+    return (c.isFull() ? wholeCharacters(bytes) : bytes).toString('utf8')
   }
   const result = {
     command,

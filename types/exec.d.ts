@@ -79,7 +79,10 @@ export interface ExecResult<Output extends string | Uint8Array = string | Uint8A
   /** The exit code, or null for a death by signal. */
   code: number | null
   signal: Signal | null
-  /** Byte-exact as written (nothing stripped); empty unless 'pipe'; cut at `maxBuffer`. */
+  /**
+   * Byte-exact as written (nothing stripped); empty unless 'pipe'; cut at
+   * `maxBuffer` (a string: before a character the cut would split).
+   */
   stdout: Output
   stderr: Output
   /** The `timeout` stopped it. */

@@ -308,6 +308,28 @@ describe('maxBuffer', () => {
     expect(err.stderr.length).toBe(1000)
     expect(err.message).toContain('stderr exceeded')
   })
+  it('a cut inside a UTF-8 character keeps the whole characters before it (no U+FFFD); buffer: the exact bytes', async () => {
+    // '€' is 3 bytes (e2 82 ac), '😀' 4: maxBuffer 10 cuts the 4th euro
+    // after 1 byte, the 3rd emoji after 2. One stream each: the first cut
+    // stops the command, maybe before it writes to the other.
+    const euros = ['-c', `printf '€€€€€€'; sleep 100`]
+    const emoji = ['-c', `printf '😀😀😀😀' >&2; sleep 100`]
+    expect(await rejection(exec('sh', euros, { maxBuffer: 10 }))).toMatchObject({
+      code: 'ERR_EXEC_MAX_BUFFER',
+      stdout: '€€€',
+    })
+    expect(await rejection(exec('sh', emoji, { maxBuffer: 10 }))).toMatchObject({
+      code: 'ERR_EXEC_MAX_BUFFER',
+      stderr: '😀😀',
+    })
+    const raw = await rejection(exec('sh', euros, { maxBuffer: 10, encoding: 'buffer' }))
+    expect(Buffer.from(raw.stdout as Uint8Array).toString('hex')).toBe(`${'e282ac'.repeat(3)}e2`)
+    const rawErr = await rejection(exec('sh', emoji, { maxBuffer: 10, encoding: 'buffer' }))
+    expect(Buffer.from(rawErr.stderr as Uint8Array).toString('hex')).toBe(`${'f09f9880'.repeat(2)}f09f`)
+    // Not cut: what the command wrote is decoded as it is, its own bad bytes included.
+    const own = await exec('sh', ['-c', `printf 'a\\342'`])
+    expect(own.stdout).toBe('a\uFFFD')
+  })
   it('an output found past maxBuffer after the exit (still in the pipe) rejects too', async () => {
     // Written in one go and exited: the bytes may be read after the reap.
     for (let i = 0; i < 5; i++) {
