@@ -29,7 +29,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   command -v tini >/dev/null 2>&1 || missing+=(tini)
   if [ "${#missing[@]}" -gt 0 ]; then
     echo "bootstrap: installing ${missing[*]} (for procward/pg's tests)" >&2
-    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >&2 ||
+    { apt-get -o DPkg::Lock::Timeout=300 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "${missing[@]}"; } >&2 ||
       echo "bootstrap: could not install ${missing[*]}; procward/pg's tests will skip" >&2
   fi
 fi

@@ -63,11 +63,11 @@ apt_install() {
     # The package lists of a fresh machine are stale or absent; the Rust
     # that is new enough comes from bookworm-security.
     log "apt-get update"
-    apt-get update -qq >&2
+    apt-get -o DPkg::Lock::Timeout=300 update -qq >&2
     APT_UPDATED=1
   fi
   log "apt-get install $*"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "$@" >&2
 }
 
 if [ "$ZIG_ONLY" = 0 ] && ! debian_rust_ok; then

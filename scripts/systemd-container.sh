@@ -56,8 +56,8 @@ install_nspawn() {
   [ -n "$version" ] || cannot "no systemd-nspawn, and no Debian systemd package to match one to"
   command -v apt-get >/dev/null 2>&1 || cannot "no systemd-nspawn and no apt-get to install it"
   echo "systemd-container: installing systemd-container=$version (systemd-nspawn)" >&2
-  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "systemd-container=$version" >&2; then
-    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+  if ! DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "systemd-container=$version" >&2; then
+    { apt-get -o DPkg::Lock::Timeout=300 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends \
       "systemd-container=$version"; } >&2 || cannot "could not install systemd-container=$version"
   fi
 }
