@@ -414,6 +414,23 @@ export async function leaderExited(
   return pid
 }
 
+/**
+ * A process that runs throughout while its threads come and go
+ * (fixtures/thread-churn.c, built with cc): `exec`, its main thread ended
+ * and another thread calling execve, again and again; `relay`, its main
+ * thread ended and each thread starting the next and ending. Its pid, once
+ * the churn runs; null without cc.
+ */
+export async function threadChurn(spawned: Spawned, mode: 'exec' | 'relay', dir: string): Promise<number | null> {
+  const exe = join(dir, 'thread-churn')
+  const cc = spawnSync('cc', ['-O', '-pthread', '-o', exe, join(FIXTURES, 'thread-churn.c')])
+  if (cc.status !== 0) return null
+  const child = spawned.spawn(exe, [mode], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const pid = Number(await firstLine(child))
+  await waitFor(() => procState(pid) === 'Z', 5000, 'its main thread to end')
+  return pid
+}
+
 /** The error `fn` throws, or a failure when it does not throw. */
 export function thrown(fn: () => unknown): NodeJS.ErrnoException & Record<string, unknown> {
   try {

@@ -15,6 +15,8 @@ import {
   PROCWARD,
   procState,
   reusePid,
+  runWithFewFds,
+  threadChurn,
   trackProcesses,
   waitFor,
 } from '../helpers'
@@ -315,5 +317,88 @@ describe('a process whose main thread has ended while others run', () => {
       expect(firstStopped).toBeGreaterThanOrEqual(0)
       expect(seen, `trial ${trial}`).toEqual([])
     }
+  })
+})
+
+// A thread's exec, a relay of threads, and a full fd table: what a check
+// reads of a process's threads is no snapshot, and may fail to be read at
+// all. Before the fix, about 1 check in 300 with exec, 1 in 40 with relay,
+// and every check with 0 or 1 free fds called a live process not running.
+// A relay of threads that live only to start the next is still called
+// stopped about once in 50 000 checks (see CHANGELOG): that is not asserted.
+describe('a process whose threads come and go', () => {
+  it('is running at every check while a thread of it execs, again and again (1.5 s)', async (ctx) => {
+    const mode = 'exec'
+
+    const dir = mkdtempSync(join(tmpdir(), 'procward-liveness-'))
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
+    const pid = await threadChurn(spawned, mode, dir)
+    if (pid === null) return ctx.skip('needs cc to build fixtures/thread-churn.c')
+    const identity = getProcessInfo(pid)?.identity as string
+    expect(identity).toMatch(/^p1:/)
+    const wrong: string[] = []
+    let checks = 0
+    for (const end = Date.now() + 1500; Date.now() < end; checks++) {
+      const plain = isProcessRunning(pid)
+      const as = isProcessRunning(pid, identity)
+      const state = getProcessInfo(pid)?.state ?? 'gone'
+      if (!plain || !as || !['running', 'sleeping', 'disk-sleep'].includes(state)) {
+        wrong.push(`check ${checks}: plain ${plain}, with identity ${as}, state ${state}`)
+      }
+    }
+    expect(checks).toBeGreaterThan(100)
+    expect(wrong.slice(0, 5), `${wrong.length} of ${checks} checks`).toEqual([])
+  })
+
+  it.for(['exec', 'relay'] as const)(
+    'once seen stopped after a kill while it %ss, is never seen running again (10 kills)',
+    async (mode, ctx) => {
+      const dir = mkdtempSync(join(tmpdir(), 'procward-liveness-'))
+      onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
+      for (let trial = 0; trial < 10; trial++) {
+        const pid = await threadChurn(spawned, mode, dir)
+        if (pid === null) return ctx.skip('needs cc to build fixtures/thread-churn.c')
+        const identity = getProcessInfo(pid)?.identity as string
+        process.kill(pid, 'SIGKILL')
+        const seen: string[] = []
+        // The loop is held: the process stays an unreaped zombie meanwhile.
+        let firstStopped = -1
+        for (let k = 0; k < 1_000_000 && (firstStopped < 0 || k < firstStopped + 2000); k++) {
+          const plain = isProcessRunning(pid)
+          const as = isProcessRunning(pid, identity)
+          const info = getProcessInfo(pid)
+          const runs = info !== null && ['running', 'sleeping', 'disk-sleep'].includes(info.state)
+          if (firstStopped >= 0 && (plain || as || runs)) seen.push(`check ${k}: ${plain} ${as} ${info?.state}`)
+          if (firstStopped < 0 && !plain && !as && !runs) firstStopped = k
+        }
+        expect(firstStopped).toBeGreaterThanOrEqual(0)
+        expect(seen, `trial ${trial}`).toEqual([])
+      }
+    },
+  )
+})
+
+describe('a process whose main thread has ended, asked with a full fd table', () => {
+  it.for([0, 1, 2, 3])('is running or an EMFILE, never stopped, with %i free fds', async (spare, ctx) => {
+    const dir = mkdtempSync(join(tmpdir(), 'procward-liveness-'))
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
+    let identity = ''
+    const pid = await leaderExited(spawned, join(dir, 'lock'), dir, (pid) => {
+      identity = getProcessInfo(pid)?.identity as string
+    })
+    if (pid === null) return ctx.skip('needs cc to build fixtures/leader-exits.c')
+    for (const cache of ['cold', 'warm']) {
+      const { stdout } = await runWithFewFds('liveness-emfile.cjs', String(pid), identity, String(spare), cache)
+      const res = JSON.parse(stdout)
+      expect(res.held).toBeGreaterThan(0)
+      if (cache === 'warm') expect(res.warm).toEqual({ plain: true, identity: true, info: 'sleeping' })
+      for (const answer of res.full) {
+        for (const [what, got] of Object.entries(answer)) {
+          const ok = got === true || got === 'sleeping' || (got as { error?: string })?.error === 'EMFILE'
+          expect(ok, `${cache} ${what}: ${JSON.stringify(got)}`).toBe(true)
+        }
+      }
+    }
+    expect(isProcessRunning(pid, identity)).toBe(true)
   })
 })

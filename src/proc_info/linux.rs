@@ -283,8 +283,9 @@ fn stopped_since_alive(pid: Pid) -> bool {
             _ => return matches!(pidfd_check(pid, false), PidfdCheck::NotRunning),
         },
     };
-    match parse_stat(&buf[..n]) {
-        Ok(st) => !thread_state(pid, &st).is_running(),
+    match parse_stat(&buf[..n]).and_then(|st| thread_state(pid, &st)) {
+        Ok(state) => !state.is_running(),
+        // Its threads could not be read (EMFILE): running, as the pidfd said.
         Err(_) => false,
     }
 }
@@ -293,7 +294,8 @@ fn is_running_by_stat(pid: Pid) -> io::Result<bool> {
     let mut buf = [0u8; STAT_BUF];
     match read_stat(pid, &mut buf)? {
         Some((n, _)) => Ok(match parse_stat(&buf[..n]) {
-            Ok(st) => thread_state(pid, &st).is_running() && is_process(pid),
+            // Threads that cannot be read (EMFILE) are an error, not an exit.
+            Ok(st) => thread_state(pid, &st)?.is_running() && is_process(pid),
             Err(_) => false,
         }),
         None => is_running_unlisted(pid),
@@ -308,6 +310,11 @@ const PF_EXITING: u64 = 0x4;
 /// the process, never its code, and goes with it: it keeps nothing running.
 const PF_IO_WORKER: u64 = 0x10;
 
+/// Passes over a process's threads before "none runs" is given up on
+/// being proved and believed anyway (a process whose threads all exit
+/// settles in one or two).
+const THREAD_PASSES: usize = 32;
+
 /// The state of the process whose leader's stat is `leader`, judged by its
 /// threads. The leader's own line is the answer unless the leader has
 /// exited or is exiting; then a thread that is neither keeps the process
@@ -315,41 +322,139 @@ const PF_IO_WORKER: u64 = 0x10;
 /// its state is the process's. With none left: `Zombie` if the leader is one
 /// and no other thread is listed (the caller's pidfd decides whether the
 /// process has exited), `Exiting` otherwise: every thread is on its way out.
-/// `/proc/<pid>/task` unreadable (the process reaped since its line was
-/// read): what the leader's line says of it, exiting or a zombie.
-fn thread_state(pid: Pid, leader: &Stat) -> ProcState {
-    if leader.flags & PF_EXITING == 0 && leader.state != ProcState::Zombie {
-        return leader.state;
+///
+/// A listing of `/proc/<pid>/task` is no snapshot of a process whose
+/// threads come and go: a thread may start the next and end between the
+/// listing and the read of its line; the listing ends early, or skips a
+/// thread, when one it is passing is released; and a thread that calls
+/// `execve` takes the leader's id as the old leader is released. So a
+/// listing counts as complete only if every thread in it is still there
+/// after the leader's thread count is read, and that count is no more
+/// than it lists. "None runs" is believed when a listing whose threads
+/// were all on their way out is followed by a complete one that holds
+/// none but them, and the leader's line, read between, has still ended
+/// (else a thread that exec'd leads it now): at that count, every thread
+/// was on its way out. A thread in the second listing but not in a
+/// complete first one was started meanwhile, by one that ran: running.
+/// Else it passes again, up to [`THREAD_PASSES`] times. An error other
+/// than a vanished entry (EMFILE, ENOMEM) is returned: it tells nothing of
+/// the process. The process reaped meanwhile: what the leader's last line
+/// says of it, exiting or a zombie.
+fn thread_state(pid: Pid, leader: &Stat) -> io::Result<ProcState> {
+    if !leader_ended(leader) {
+        return Ok(leader.state);
     }
-    let Ok(dir) = std::fs::read_dir(format!("/proc/{}/task", pid.as_raw())) else {
-        return if leader.state == ProcState::Zombie {
-            ProcState::Zombie
-        } else {
-            ProcState::Exiting
-        };
-    };
-    let own = pid.as_raw().to_string();
+    let mut leader = leader.clone();
     let mut others = false;
-    for task in dir.flatten() {
-        if task.file_name().to_str() == Some(own.as_str()) {
-            continue;
-        }
-        others = true;
-        // Gone meanwhile: that thread has exited.
-        let Ok(line) = std::fs::read(task.path().join("stat")) else {
-            continue;
+    let mut before: Option<Listing> = None;
+    for _ in 0..THREAD_PASSES {
+        let tids = list_threads(pid)?;
+        let mut buf = [0u8; STAT_BUF];
+        let Some((n, _)) = read_stat(pid, &mut buf)? else {
+            break; // reaped meanwhile
         };
-        if let Ok(st) = parse_stat(&line) {
-            if st.flags & (PF_EXITING | PF_IO_WORKER) == 0 && st.state.is_running() {
-                return st.state;
+        let now = parse_stat(&buf[..n])?;
+        if now.start_time != leader.start_time {
+            break; // reaped, and the pid is another's now
+        }
+        if !leader_ended(&now) {
+            return Ok(now.state); // a thread that exec'd leads it now
+        }
+        // None: `/proc/<pid>/task` is gone (reaped, or leaders being swapped).
+        let listing = match tids {
+            Some(tids) => match read_threads(pid, &tids)? {
+                Threads::Running(state) => return Ok(state),
+                Threads::Exiting { all_there } => Some(Listing {
+                    complete: all_there && tids.len() as u64 >= now.num_threads,
+                    tids,
+                }),
+            },
+            None => None,
+        };
+        if let Some(listing) = &listing {
+            others = listing.tids.iter().any(|&tid| tid != pid.as_raw());
+        }
+        leader = now;
+        if let (Some(first), Some(second)) = (&before, &listing) {
+            let none_born = second
+                .tids
+                .iter()
+                .all(|tid| first.tids.binary_search(tid).is_ok());
+            if !none_born && first.complete {
+                // Not in a complete first listing: started since, by a
+                // thread that ran then (it has gone on since).
+                return Ok(ProcState::Running);
+            }
+            if none_born && second.complete && leader.state != ProcState::Dead {
+                break;
             }
         }
+        before = listing;
     }
-    if leader.state == ProcState::Zombie && !others {
+    Ok(if leader.state == ProcState::Zombie && !others {
         ProcState::Zombie
     } else {
         ProcState::Exiting
+    })
+}
+
+/// A listing of a process's threads, each found on its way out.
+struct Listing {
+    /// Sorted.
+    tids: Vec<i32>,
+    /// Each was still there after the leader's count, which it reaches.
+    complete: bool,
+}
+
+/// The leader has exited (a zombie) or is exiting.
+fn leader_ended(leader: &Stat) -> bool {
+    leader.flags & PF_EXITING != 0 || leader.state == ProcState::Zombie
+}
+
+/// The thread ids `/proc/<pid>/task` lists, sorted; `None` if it is gone.
+fn list_threads(pid: Pid) -> io::Result<Option<Vec<i32>>> {
+    let dir = match std::fs::read_dir(format!("/proc/{}/task", pid.as_raw())) {
+        Ok(dir) => dir,
+        Err(e) if is_gone(&e) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut tids = Vec::new();
+    for task in dir {
+        let task = task?;
+        if let Some(tid) = task.file_name().to_str().and_then(|name| name.parse().ok()) {
+            tids.push(tid);
+        }
     }
+    tids.sort_unstable();
+    Ok(Some(tids))
+}
+
+/// What the lines of a process's threads, its leader's aside, say.
+enum Threads {
+    /// One is neither exiting nor exited (nor an io_uring worker): its state.
+    Running(ProcState),
+    /// None is; `all_there`: none was gone (released) when its line was read.
+    Exiting { all_there: bool },
+}
+
+fn read_threads(pid: Pid, tids: &[i32]) -> io::Result<Threads> {
+    let mut all_there = true;
+    for &tid in tids.iter().filter(|&&tid| tid != pid.as_raw()) {
+        let line = match std::fs::read(format!("/proc/{}/task/{tid}/stat", pid.as_raw())) {
+            Ok(line) => line,
+            Err(e) if is_gone(&e) => {
+                all_there = false;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        if let Ok(st) = parse_stat(&line) {
+            if st.flags & (PF_EXITING | PF_IO_WORKER) == 0 && st.state.is_running() {
+                return Ok(Threads::Running(st.state));
+            }
+        }
+    }
+    Ok(Threads::Exiting { all_there })
 }
 
 /// Whether the process with this pid and start time has stopped running
@@ -360,13 +465,17 @@ fn thread_state(pid: Pid, leader: &Stat) -> ProcState {
 /// process). The caller has just judged it running; a process can be
 /// reaped, and its pid reused, between that and this read, and neither
 /// may make it running again. False (still running) only when its line
-/// shows it so, or when no line shows at all but a pidfd calls the pid
-/// alive (hidden by hidepid).
+/// shows it so, or when no line shows at all (hidden by hidepid) or its
+/// threads cannot be read (EMFILE) but a pidfd calls the pid alive.
 pub fn stopped_running(pid: Pid, start_time: u64) -> bool {
     let mut buf = [0u8; STAT_BUF];
     match read_stat(pid, &mut buf) {
         Ok(Some((n, _))) => match parse_stat(&buf[..n]) {
-            Ok(st) if st.start_time == start_time => !thread_state(pid, &st).is_running(),
+            Ok(st) if st.start_time == start_time => match thread_state(pid, &st) {
+                Ok(state) => !state.is_running(),
+                // Its threads unreadable (EMFILE): its pidfd tells, if one can be had.
+                Err(_) => matches!(pidfd_check(pid, false), PidfdCheck::NotRunning),
+            },
             // Another process holds the pid now: ours is gone.
             Ok(_) => true,
             Err(_) => false,
@@ -416,7 +525,7 @@ fn stat_and_identity_cached(pid: Pid) -> Result<Option<(Stat, Identity)>, InfoEr
         return Ok(None);
     };
     let mut st = parse_stat(&buf[..n]).map_err(InfoError::Io)?;
-    st.state = thread_state(pid, &st);
+    st.state = thread_state(pid, &st).map_err(InfoError::Io)?;
     if st.state == ProcState::Zombie || !matches!(pidfd_check(pid, false), PidfdCheck::Alive(_)) {
         return Ok(None);
     }
@@ -503,7 +612,7 @@ fn stat_for(pid: Pid, pidfd: Option<&OwnedFd>) -> Result<StatRead, InfoError> {
     }
     let mut st = parse_stat(&buf[..n]).map_err(InfoError::Io)?;
     let leader_state = st.state;
-    st.state = thread_state(pid, &st);
+    st.state = thread_state(pid, &st).map_err(InfoError::Io)?;
     let inode = match pidfd {
         Some(fd) => {
             let exited = sys::is_readable_now(fd.as_fd()).unwrap_or(false);

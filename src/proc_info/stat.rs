@@ -20,6 +20,9 @@ pub struct Stat {
     pub session: i32,
     /// The kernel's per-task flags (field 9): `PF_EXITING` among them.
     pub flags: u64,
+    /// Threads not yet released (field 20): an exiting thread counts until
+    /// it is reaped, a leader that is a zombie until the last one is.
+    pub num_threads: u64,
     /// Clock ticks since boot at which the process started (field 22).
     pub start_time: u64,
     /// A zombie's wait status as `waitpid` would report it (field 52,
@@ -68,8 +71,13 @@ pub fn parse(buf: &[u8]) -> Result<Stat, ParseError> {
         .ok_or(ParseError("no flags"))?
         .parse::<u64>()
         .map_err(|_| ParseError("bad flags"))?; // 9
-    let start_time = fields // skip fields 10..=21
-        .nth(21 - 10 + 1)
+    let num_threads = fields // skip fields 10..=19
+        .nth(20 - 10)
+        .ok_or(ParseError("no num_threads"))?
+        .parse::<u64>()
+        .map_err(|_| ParseError("bad num_threads"))?; // 20
+    let start_time = fields // skip field 21
+        .nth(22 - 21)
         .ok_or(ParseError("no starttime"))?
         .parse::<u64>()
         .map_err(|_| ParseError("bad starttime"))?; // 22
@@ -82,6 +90,7 @@ pub fn parse(buf: &[u8]) -> Result<Stat, ParseError> {
         pgid,
         session,
         flags,
+        num_threads,
         start_time,
         exit_code,
     })
@@ -128,6 +137,7 @@ mod tests {
         assert_eq!(s.ppid, 4100);
         assert_eq!(s.pgid, 4242);
         assert_eq!(s.session, 4100);
+        assert_eq!(s.num_threads, 1);
         assert_eq!(s.start_time, 987654);
         assert_eq!(s.exit_code, Some(0));
         assert_eq!(parse_state(SLEEP.as_bytes()).unwrap(), ProcState::Sleeping);

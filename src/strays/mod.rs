@@ -79,6 +79,7 @@ mod tests {
             pgid,
             session,
             flags: 0,
+            num_threads: 1,
             start_time,
             exit_code: Some(0),
         }
