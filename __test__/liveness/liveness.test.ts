@@ -269,15 +269,48 @@ describe('bad input', () => {
   })
 })
 
+const scratch = () => {
+  const dir = mkdtempSync(join(tmpdir(), 'procward-liveness-'))
+  onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
+/** fixtures/leader-exits.c in `dir`, its identity taken while its main thread ran. */
+async function leaderExitedIn(dir: string): Promise<{ pid: number; identity: string } | null> {
+  let identity = ''
+  const pid = await leaderExited(spawned, join(dir, 'lock'), dir, (pid) => {
+    identity = getProcessInfo(pid)?.identity as string
+  })
+  return pid === null ? null : { pid, identity }
+}
+
+/**
+ * Checks a killed process (the loop held: it stays an unreaped zombie) until
+ * 3000 checks after the first that calls it stopped, by any of
+ * `isProcessRunning` with and without its identity and `getProcessInfo`.
+ * Returns every later check that calls it running again (none is right).
+ */
+function runningAgainAfterStopped(pid: number, identity: string): string[] {
+  const again: string[] = []
+  let firstStopped = -1
+  for (let k = 0; k < 1_000_000 && (firstStopped < 0 || k < firstStopped + 3000); k++) {
+    const plain = isProcessRunning(pid)
+    const as = isProcessRunning(pid, identity)
+    const state = getProcessInfo(pid)?.state ?? 'gone'
+    const runs = ['running', 'sleeping', 'disk-sleep'].includes(state)
+    if (firstStopped >= 0 && (plain || as || runs))
+      again.push(`check ${k}: plain ${plain}, with identity ${as}, ${state}`)
+    if (firstStopped < 0 && (!plain || !as || !runs)) firstStopped = k
+  }
+  if (firstStopped < 0) again.push('never seen stopped in 1 000 000 checks')
+  return again
+}
+
 describe('a process whose main thread has ended while others run', () => {
   it("runs on, with a live thread's state, in agreement, until it is killed", async (ctx) => {
-    const dir = mkdtempSync(join(tmpdir(), 'procward-liveness-'))
-    onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
-    let identity = ''
-    const pid = await leaderExited(spawned, join(dir, 'lock'), dir, (pid) => {
-      identity = getProcessInfo(pid)?.identity as string
-    })
-    if (pid === null) return ctx.skip('needs cc to build fixtures/leader-exits.c')
+    const exited = await leaderExitedIn(scratch())
+    if (exited === null) return ctx.skip('needs cc to build fixtures/leader-exits.c')
+    const { pid, identity } = exited
     expect(procState(pid)).toBe('Z')
     expect(getProcessInfo(pid)).toMatchObject({ pid, identity })
     expect(['running', 'sleeping', 'disk-sleep']).toContain(getProcessInfo(pid)?.state)
@@ -295,27 +328,12 @@ describe('a process whose main thread has ended while others run', () => {
   // leader, a zombie for long, is then alone. That is not running (before
   // the fix, 77 of 200 kills were seen running again after not running).
   it('once seen not running after a kill, is never seen running again (10 kills)', async (ctx) => {
-    const dir = mkdtempSync(join(tmpdir(), 'procward-liveness-'))
-    onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
     for (let trial = 0; trial < 10; trial++) {
-      let identity = ''
-      const pid = await leaderExited(spawned, join(dir, `lock${trial}`), dir, (pid) => {
-        identity = getProcessInfo(pid)?.identity as string
-      })
-      if (pid === null) return ctx.skip('needs cc to build fixtures/leader-exits.c')
+      const exited = await leaderExitedIn(scratch())
+      if (exited === null) return ctx.skip('needs cc to build fixtures/leader-exits.c')
+      const { pid, identity } = exited
       process.kill(pid, 'SIGKILL')
-      const seen: string[] = []
-      // Checked until 5000 checks after the first "not running" (the loop
-      // is held: the process stays an unreaped zombie meanwhile).
-      let firstStopped = -1
-      for (let k = 0; k < 1_000_000 && (firstStopped < 0 || k < firstStopped + 5000); k++) {
-        const plain = isProcessRunning(pid)
-        const as = isProcessRunning(pid, identity)
-        if (firstStopped >= 0 && (plain || as)) seen.push(`check ${k}: plain ${plain}, with identity ${as}`)
-        if (firstStopped < 0 && (!plain || !as)) firstStopped = k
-      }
-      expect(firstStopped).toBeGreaterThanOrEqual(0)
-      expect(seen, `trial ${trial}`).toEqual([])
+      expect(runningAgainAfterStopped(pid, identity), `trial ${trial}`).toEqual([])
     }
   })
 })
@@ -330,8 +348,7 @@ describe('a process whose threads come and go', () => {
   it('is running at every check while a thread of it execs, again and again (1.5 s)', async (ctx) => {
     const mode = 'exec'
 
-    const dir = mkdtempSync(join(tmpdir(), 'procward-liveness-'))
-    onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
+    const dir = scratch()
     const pid = await threadChurn(spawned, mode, dir)
     if (pid === null) return ctx.skip('needs cc to build fixtures/thread-churn.c')
     const identity = getProcessInfo(pid)?.identity as string
@@ -353,26 +370,13 @@ describe('a process whose threads come and go', () => {
   it.for(['exec', 'relay'] as const)(
     'once seen stopped after a kill while it %ss, is never seen running again (10 kills)',
     async (mode, ctx) => {
-      const dir = mkdtempSync(join(tmpdir(), 'procward-liveness-'))
-      onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
+      const dir = scratch()
       for (let trial = 0; trial < 10; trial++) {
         const pid = await threadChurn(spawned, mode, dir)
         if (pid === null) return ctx.skip('needs cc to build fixtures/thread-churn.c')
         const identity = getProcessInfo(pid)?.identity as string
         process.kill(pid, 'SIGKILL')
-        const seen: string[] = []
-        // The loop is held: the process stays an unreaped zombie meanwhile.
-        let firstStopped = -1
-        for (let k = 0; k < 1_000_000 && (firstStopped < 0 || k < firstStopped + 2000); k++) {
-          const plain = isProcessRunning(pid)
-          const as = isProcessRunning(pid, identity)
-          const info = getProcessInfo(pid)
-          const runs = info !== null && ['running', 'sleeping', 'disk-sleep'].includes(info.state)
-          if (firstStopped >= 0 && (plain || as || runs)) seen.push(`check ${k}: ${plain} ${as} ${info?.state}`)
-          if (firstStopped < 0 && !plain && !as && !runs) firstStopped = k
-        }
-        expect(firstStopped).toBeGreaterThanOrEqual(0)
-        expect(seen, `trial ${trial}`).toEqual([])
+        expect(runningAgainAfterStopped(pid, identity), `trial ${trial}`).toEqual([])
       }
     },
   )
@@ -380,13 +384,9 @@ describe('a process whose threads come and go', () => {
 
 describe('a process whose main thread has ended, asked with a full fd table', () => {
   it.for([0, 1, 2, 3])('is running or an EMFILE, never stopped, with %i free fds', async (spare, ctx) => {
-    const dir = mkdtempSync(join(tmpdir(), 'procward-liveness-'))
-    onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
-    let identity = ''
-    const pid = await leaderExited(spawned, join(dir, 'lock'), dir, (pid) => {
-      identity = getProcessInfo(pid)?.identity as string
-    })
-    if (pid === null) return ctx.skip('needs cc to build fixtures/leader-exits.c')
+    const exited = await leaderExitedIn(scratch())
+    if (exited === null) return ctx.skip('needs cc to build fixtures/leader-exits.c')
+    const { pid, identity } = exited
     for (const cache of ['cold', 'warm']) {
       const { stdout } = await runWithFewFds('liveness-emfile.cjs', String(pid), identity, String(spare), cache)
       const res = JSON.parse(stdout)
