@@ -240,7 +240,7 @@ fn sweep(cache: &mut Vec<Slot>) -> Vec<Slot> {
 /// `PF_EXITING` on every thread tells in between (see [`thread_state`]).
 pub fn is_running(pid: Pid) -> io::Result<bool> {
     match pidfd_check(pid, false) {
-        PidfdCheck::Alive(_) => Ok(!stopped_since_alive(pid)),
+        PidfdCheck::Alive(_) => Ok(!stopped_since_alive(pid)?),
         PidfdCheck::NotRunning => Ok(false),
         PidfdCheck::Unavailable => is_running_by_stat(pid),
     }
@@ -252,23 +252,26 @@ pub fn is_running(pid: Pid) -> io::Result<bool> {
 /// alone: a zombie, not running). The stat through the slot's kept fd where
 /// an info read left one, else read afresh and closed (a liveness check
 /// keeps one fd per process, its pidfd: the fd budget of waits and spawns
-/// counts on that). Unreadable or unparsable: running, as the pidfd said.
-fn stopped_since_alive(pid: Pid) -> bool {
+/// counts on that). Its line unreadable or unparsable: running, as the
+/// pidfd said. Its leader ended and its threads unreadable: the error.
+fn stopped_since_alive(pid: Pid) -> io::Result<bool> {
     let mut buf = [0u8; STAT_BUF];
     let n = match read_stat_kept(pid, &mut buf) {
         Some(n) => n,
         None => match read_stat(pid, &mut buf) {
             Ok(Some((n, _))) => n,
             // No line: hidden (hidepid), or the process was reaped since
-            // the pidfd said alive. Its pidfd, asked again, tells which.
-            _ => return matches!(pidfd_check(pid, false), PidfdCheck::NotRunning),
+            // the pidfd said alive; or no fd to read it (EMFILE). Its pidfd,
+            // asked again, tells whether it has exited.
+            _ => return Ok(matches!(pidfd_check(pid, false), PidfdCheck::NotRunning)),
         },
     };
-    match parse_stat(&buf[..n]).and_then(|st| thread_state(pid, &st)) {
-        Ok(state) => !state.is_running(),
-        // Its threads could not be read (EMFILE): running, as the pidfd said.
-        Err(_) => false,
-    }
+    let Ok(leader) = parse_stat(&buf[..n]) else {
+        return Ok(false); // unparsable: running, as the pidfd said
+    };
+    // Its leader has ended, and its threads cannot be read (EMFILE): an
+    // error. "Running" here could follow a "stopped" of a moment ago.
+    Ok(!thread_state(pid, &leader)?.is_running())
 }
 
 fn is_running_by_stat(pid: Pid) -> io::Result<bool> {
@@ -620,7 +623,7 @@ pub fn is_running_as(pid: Pid, identity: &str) -> Result<bool, InfoError> {
     if let Some(wanted_ino) = wanted.inode {
         match pidfd_check(pid, true) {
             PidfdCheck::Alive(Some(ino)) => {
-                return Ok(ino == wanted_ino && !stopped_since_alive(pid))
+                return Ok(ino == wanted_ino && !stopped_since_alive(pid).map_err(InfoError::Io)?);
             }
             PidfdCheck::NotRunning => return Ok(false),
             PidfdCheck::Alive(None) | PidfdCheck::Unavailable => {}

@@ -8,6 +8,7 @@ use std::io::{self, Read};
 use super::stat::{self, Stat};
 use super::ProcState;
 use crate::pid::Pid;
+use crate::sys;
 
 /// Enough for any stat line (about 300 bytes; the name is at most 15 bytes).
 pub const STAT_BUF: usize = 1024;
@@ -43,6 +44,11 @@ const PF_IO_WORKER: u64 = 0x10;
 /// being proved and believed anyway (a process whose threads all exit
 /// settles in one or two).
 const THREAD_PASSES: usize = 32;
+/// After this many passes, and this long, the passes stop early: a call
+/// must not hold the JS thread while a big process's exiting threads are
+/// released one by one (a tracer holding them makes that hundreds of ms).
+const THREAD_PASSES_TIMED: usize = 4;
+const THREAD_BUDGET_NS: u64 = 5_000_000;
 
 /// The state of the process whose leader's stat is `leader`, judged by its
 /// threads. The leader's own line is the answer unless the leader has
@@ -65,7 +71,10 @@ const THREAD_PASSES: usize = 32;
 /// (else a thread that exec'd leads it now): at that count, every thread
 /// was on its way out. A thread in the second listing but not in a
 /// complete first one was started meanwhile, by one that ran: running.
-/// Else it passes again, up to [`THREAD_PASSES`] times. An error other
+/// Else it passes again, up to [`THREAD_PASSES`] times or
+/// [`THREAD_BUDGET_NS`]. A thread seen on its way out stays so: a later
+/// pass asks only whether it is still there (`tgkill` with no signal, no
+/// fd), and reads the lines of new ones alone. An error other
 /// than a vanished entry (EMFILE, ENOMEM) is returned: it tells nothing of
 /// the process. The process reaped meanwhile: what the leader's last line
 /// says of it, exiting or a zombie.
@@ -76,7 +85,16 @@ pub fn thread_state(pid: Pid, leader: &Stat) -> io::Result<ProcState> {
     let mut leader = leader.clone();
     let mut others = false;
     let mut before: Option<Listing> = None;
-    for _ in 0..THREAD_PASSES {
+    // Sorted: threads seen on their way out (that never clears) or
+    // io_uring workers; neither is read again.
+    let mut exiting = Vec::new();
+    let start = sys::boottime_ns();
+    for pass in 0..THREAD_PASSES {
+        if pass >= THREAD_PASSES_TIMED
+            && sys::boottime_ns().saturating_sub(start) > THREAD_BUDGET_NS
+        {
+            break;
+        }
         let tids = list_threads(pid)?;
         let mut buf = [0u8; STAT_BUF];
         let Some((n, _)) = read_stat(pid, &mut buf)? else {
@@ -91,7 +109,7 @@ pub fn thread_state(pid: Pid, leader: &Stat) -> io::Result<ProcState> {
         }
         // None: `/proc/<pid>/task` is gone (reaped, or leaders being swapped).
         let listing = match tids {
-            Some(tids) => match read_threads(pid, &tids)? {
+            Some(tids) => match read_threads(pid, &tids, &mut exiting)? {
                 Threads::Running(state) => return Ok(state),
                 Threads::Exiting { all_there } => Some(Listing {
                     complete: all_there && tids.len() as u64 >= now.num_threads,
@@ -162,13 +180,21 @@ fn list_threads(pid: Pid) -> io::Result<Option<Vec<i32>>> {
 enum Threads {
     /// One is neither exiting nor exited (nor an io_uring worker): its state.
     Running(ProcState),
-    /// None is; `all_there`: none was gone (released) when its line was read.
+    /// None is; `all_there`: each was still there when asked.
     Exiting { all_there: bool },
 }
 
-fn read_threads(pid: Pid, tids: &[i32]) -> io::Result<Threads> {
+/// Reads the lines of `tids` not in `exiting` (sorted), and adds those on
+/// their way out to it; of those already in it, asks only whether each is
+/// still there (not yet released).
+fn read_threads(pid: Pid, tids: &[i32], exiting: &mut Vec<i32>) -> io::Result<Threads> {
     let mut all_there = true;
+    let mut seen = Vec::new();
     for &tid in tids.iter().filter(|&&tid| tid != pid.as_raw()) {
+        if exiting.binary_search(&tid).is_ok() {
+            all_there &= thread_there(pid, tid);
+            continue;
+        }
         let line = match std::fs::read(format!("/proc/{}/task/{tid}/stat", pid.as_raw())) {
             Ok(line) => line,
             Err(e) if is_gone(&e) => {
@@ -177,13 +203,30 @@ fn read_threads(pid: Pid, tids: &[i32]) -> io::Result<Threads> {
             }
             Err(e) => return Err(e),
         };
-        if let Ok(st) = parse_stat(&line) {
-            if st.flags & (PF_EXITING | PF_IO_WORKER) == 0 && st.state.is_running() {
+        match parse_stat(&line) {
+            Ok(st) if st.flags & (PF_EXITING | PF_IO_WORKER) == 0 && st.state.is_running() => {
                 return Ok(Threads::Running(st.state));
             }
+            Ok(_) => seen.push(tid),
+            // Unreadable: not known to be on its way out; pass again.
+            Err(_) => all_there = false,
         }
     }
+    exiting.extend(seen);
+    exiting.sort_unstable();
     Ok(Threads::Exiting { all_there })
+}
+
+/// Thread `tid` of `pid` has not been released: `tgkill` with no signal
+/// finds it (EPERM: it is there, not ours to signal).
+fn thread_there(pid: Pid, tid: i32) -> bool {
+    let Ok(tid) = Pid::from_raw(tid) else {
+        return false;
+    };
+    match sys::thread_probe(pid, tid) {
+        Ok(()) => true,
+        Err(e) => e.raw_os_error() == Some(libc::EPERM),
+    }
 }
 
 pub fn parse_stat(buf: &[u8]) -> io::Result<Stat> {
