@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawnSync } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -400,5 +400,36 @@ describe('a process whose main thread has ended, asked with a full fd table', ()
       }
     }
     expect(isProcessRunning(pid, identity)).toBe(true)
+  })
+
+  // Killed, and held on its way out (its other thread a traced zombie that
+  // hold-exits.c never waits for): "stopped" with a free table, and never
+  // "running" with a full one (before the fix: running with 0 free fds, as
+  // its pidfd said, its leader's line read through the kept stat fd).
+  it('once killed and stopped, is never called running for want of an fd', async (ctx) => {
+    const dir = scratch()
+    const exited = await leaderExitedIn(dir)
+    if (exited === null) return ctx.skip('needs cc to build fixtures/leader-exits.c')
+    const { pid, identity } = exited
+    const holder = join(dir, 'hold-exits')
+    if (spawnSync('cc', ['-O', '-o', holder, join(FIXTURES, 'hold-exits.c')]).status !== 0) {
+      return ctx.skip('needs cc to build fixtures/hold-exits.c')
+    }
+    const hold = spawned.spawn(holder, [String(pid)], { stdio: ['pipe', 'pipe', 'inherit'] })
+    onTestFinished(() => {
+      hold.stdin?.end()
+    })
+    if (Number(await firstLine(hold)) !== 1) return ctx.skip('ptrace is not permitted here')
+    process.kill(pid, 'SIGKILL')
+    await waitFor(() => getProcessInfo(pid)?.state === 'exiting', 5000, 'it to be on its way out, held')
+    const { stdout } = await runWithFewFds('liveness-killed-emfile.cjs', String(pid), identity)
+    const [free, ...full] = JSON.parse(stdout)
+    expect(free).toEqual([false, false, 'exiting'])
+    for (const answers of full) {
+      for (const got of answers) {
+        const ok = got === false || got === 'exiting' || (got as { error?: string })?.error === 'EMFILE'
+        expect(ok, JSON.stringify(full)).toBe(true)
+      }
+    }
   })
 })
