@@ -173,20 +173,14 @@ function capture(stream, max, onOverflow) {
 }
 
 /**
- * `bytes` without a UTF-8 sequence cut short at its end (a lead byte
- * followed by fewer continuation bytes than it announces). Bytes that are
- * not UTF-8 at all are left for the decoder, as anywhere else.
+ * `bytes` decoded, a UTF-8 sequence cut short at its end left out: only a
+ * valid start of a character (what a streaming decoder holds back for the
+ * next chunk). A start that can begin no character (e0 80, ed a0, f4 90…)
+ * is the command's own bad bytes, decoded to U+FFFD as anywhere else.
+ * ignoreBOM: a leading BOM is kept, as Buffer#toString keeps it.
  */
 function wholeCharacters(bytes) {
-  for (let back = 1; back <= Math.min(3, bytes.length); back++) {
-    const b = bytes[bytes.length - back]
-    if ((b & 0xc0) === 0x80) continue // a continuation byte: look further back
-    // The length a lead byte announces; 1 for ASCII and for bytes that
-    // lead nothing (0x80–0xc1, 0xf5–0xff).
-    const needs = b < 0xc2 ? 1 : b < 0xe0 ? 2 : b < 0xf0 ? 3 : b < 0xf5 ? 4 : 1
-    return needs > back ? bytes.subarray(0, bytes.length - back) : bytes
-  }
-  return bytes
+  return new TextDecoder('utf-8', { ignoreBOM: true }).decode(bytes, { stream: true })
 }
 
 /**
@@ -310,7 +304,7 @@ async function exec(command, args, options) {
     if (o.encoding === 'buffer') return bytes
     // A cut at maxBuffer inside a character drops its first bytes: they
     // are ours, not the command's, and would decode to U+FFFD.
-    return (c.isFull() ? wholeCharacters(bytes) : bytes).toString('utf8')
+    return c.isFull() ? wholeCharacters(bytes) : bytes.toString('utf8')
   }
   const result = {
     command,

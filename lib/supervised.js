@@ -106,6 +106,22 @@ class SupervisedProcess extends EventEmitter {
     this.emit('exit', this.#exitInfo)
   }
 
+  /**
+   * #markExited from a stop's promise: a throwing 'exit' listener is
+   * reported as it is from the native delivery (an uncaught exception),
+   * never turned into the stop's rejection (which an abort's stop, or a
+   * Supervisor's, swallows).
+   */
+  #markExitedFromStop(info) {
+    try {
+      this.#markExited(info)
+    } catch (err) {
+      queueMicrotask(() => {
+        throw err
+      })
+    }
+  }
+
   get pid() {
     return this.#pid
   }
@@ -179,14 +195,14 @@ class SupervisedProcess extends EventEmitter {
       const exit = this.exitInfo
       if (exit !== null) {
         return Promise.resolve().then(() => {
-          this.#markExited(exit)
+          this.#markExitedFromStop(exit)
           return { outcome: 'already-exited', pidReused: false, signals: [], elapsedMs: 0, exit: this.#exitInfo }
         })
       }
       const stopping = startStop(
         (control) => this.#native.stop(opts.native, control),
         (r) => {
-          if (r.exit) this.#markExited(r.exit)
+          if (r.exit) this.#markExitedFromStop(r.exit)
           return {
             outcome: r.outcome,
             pidReused: false,

@@ -329,6 +329,10 @@ describe('maxBuffer', () => {
     // Not cut: what the command wrote is decoded as it is, its own bad bytes included.
     const own = await exec('sh', ['-c', `printf 'a\\342'`])
     expect(own.stdout).toBe('a\uFFFD')
+    // Cut after bytes that can begin no character (e0 80: an overlong
+    // form): the command's own bad bytes, decoded as such, not dropped.
+    const bad = ['-c', `printf 'a\\340\\200\\200AA'; sleep 100`]
+    expect(await rejection(exec('sh', bad, { maxBuffer: 3 }))).toMatchObject({ stdout: 'a\uFFFD\uFFFD' })
   })
   it('an output found past maxBuffer after the exit (still in the pipe) rejects too', async () => {
     // Written in one go and exited: the bytes may be read after the reap.

@@ -18,6 +18,7 @@ import {
   pidNamespaceShell,
   procState,
   reusePid,
+  runFixture,
   sleep,
   trackProcesses,
   waitFor,
@@ -101,6 +102,13 @@ describe('our children', () => {
     expect(r.exit).toBe(await p.exited)
     await sleep(50) // the native delivery, when it comes, emits nothing again
     expect(order).toEqual(['exit 0', 'stop already-exited'])
+  })
+
+  // Before: the listener's error became the stop's rejection, and an
+  // abort's stop (which swallows it) lost it.
+  it("an 'exit' listener that throws when the stop emits 'exit' is an uncaught exception, and the stop resolves", async () => {
+    const { stdout } = await runFixture('exit-listener-throws.cjs')
+    expect(JSON.parse(stdout)).toEqual({ stop: 'already-exited', uncaught: ['abort listener', 'stop listener'] })
   })
 
   it('shares one escalation between concurrent stops', async () => {
