@@ -19,8 +19,12 @@ import { aliveInProcTable, FIXTURES, freePort, tempDirs, thrown, trackProcesses,
 import { trackSupervisors } from './helpers'
 
 trackProcesses()
-const supervisor = trackSupervisors()
+// Before trackSupervisors: after-each hooks run last-registered first, so
+// the supervisors are stopped before their state files' dirs are removed
+// (a check every 2 ms rewrote a state file into a dir being removed:
+// ENOTEMPTY).
 const tempDir = tempDirs('procward-health-')
+const supervisor = trackSupervisors()
 const require = createRequire(__filename)
 const { rowOf } = require('../../lib/supervisor/transitions.js') as {
   rowOf(sub: string, event: string): { to?: string; run?: string } | undefined
