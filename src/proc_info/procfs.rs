@@ -95,7 +95,15 @@ pub fn thread_state(pid: Pid, leader: &Stat) -> io::Result<ProcState> {
         {
             break;
         }
-        let tids = list_threads(pid)?;
+        // None: `/proc/<pid>/task` is gone (reaped, or leaders being swapped).
+        let read = match list_threads(pid)? {
+            Some(tids) => match read_threads(pid, &tids, &mut exiting)? {
+                // The usual answer, for a live process: no count needed.
+                Threads::Running(state) => return Ok(state),
+                Threads::Exiting { all_there } => Some((tids, all_there)),
+            },
+            None => None,
+        };
         let mut buf = [0u8; STAT_BUF];
         let Some((n, _)) = read_stat(pid, &mut buf)? else {
             break; // reaped meanwhile
@@ -107,17 +115,17 @@ pub fn thread_state(pid: Pid, leader: &Stat) -> io::Result<ProcState> {
         if !leader_ended(&now) {
             return Ok(now.state); // a thread that exec'd leads it now
         }
-        // None: `/proc/<pid>/task` is gone (reaped, or leaders being swapped).
-        let listing = match tids {
-            Some(tids) => match read_threads(pid, &tids, &mut exiting)? {
-                Threads::Running(state) => return Ok(state),
-                Threads::Exiting { all_there } => Some(Listing {
-                    complete: all_there && tids.len() as u64 >= now.num_threads,
-                    tids,
-                }),
-            },
-            None => None,
-        };
+        // Complete: each thread still there after the count (asked again
+        // now: each is one seen on its way out), and the count no more.
+        let listing = read.map(|(tids, all_there)| Listing {
+            complete: all_there
+                && tids.len() as u64 >= now.num_threads
+                && tids
+                    .iter()
+                    .filter(|&&tid| tid != pid.as_raw())
+                    .all(|&tid| thread_there(pid, tid)),
+            tids,
+        });
         if let Some(listing) = &listing {
             others = listing.tids.iter().any(|&tid| tid != pid.as_raw());
         }
