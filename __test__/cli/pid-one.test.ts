@@ -128,6 +128,16 @@ for (const tini of [false, true]) {
         expect(code).toBe(130)
       })
 
+      it('SIGUSR1 from outside (docker kill -s USR1) reaches the daemon and opens no inspector; the daemon dying of it: 138, as tini', async () => {
+        const c = start(['--name', 'd', '--restart', 'never', '--', 'sleep', '1000'], tini)
+        await waitFor(() => spawned(c), 10_000, 'the spawn')
+        process.kill(await target(c), 'SIGUSR1')
+        const { code } = await c.done
+        expect(c.err).toMatch(/killed by SIGUSR1/)
+        expect(c.err).not.toMatch(/Debugger listening/)
+        expect(code).toBe(138)
+      })
+
       it("docker stop's bound: a daemon that ignores SIGTERM is killed after --grace, and procward still exits 143", async () => {
         const c = start(
           ['--name', 'd', '--grace', '300', '--', 'sh', '-c', 'trap "" TERM; echo up; while :; do sleep 1; done'],

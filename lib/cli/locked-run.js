@@ -9,6 +9,7 @@ const fs = require('node:fs')
 const { constants } = require('node:os')
 const tty = require('node:tty')
 const common = require('./common.js')
+const earlySignals = require('./early-signals.js')
 
 /** EX_TEMPFAIL: held by another holder, or lost while the command ran. */
 const EXIT_LOCKED = 75
@@ -134,6 +135,11 @@ async function runLocked(source, { command, args }) {
     else if (ownGroup || sig !== 'SIGINT' || !terminalMaySendInt()) send(sig)
   })
   unlistenWait()
+  // SIGUSR1 is passed on as it comes (our listener keeps Node's inspector
+  // shut: lib/cli/early-signals.js); not a stop, so never counted as one.
+  earlySignals.onSigusr1(() => {
+    if (child !== null) send('SIGUSR1')
+  })
   let lost = false
   const stop = () => procward.stopSupervisedProcess(child, { graceMs: source.lossGraceMs }).catch(() => {})
   const onLost = () => {
@@ -144,6 +150,7 @@ async function runLocked(source, { command, args }) {
   lock.signal?.addEventListener('abort', onLost, { once: true })
   const unlisten = () => {
     lock.signal?.removeEventListener('abort', onLost)
+    earlySignals.onSigusr1(null)
     unlistenRun()
   }
   try {

@@ -7,6 +7,7 @@
 
 const { parse, commandOf, integer, oneOf, MAX_MS, UsageError } = require('./args.js')
 const common = require('./common.js')
+const earlySignals = require('./early-signals.js')
 const { createOutput, underJournal } = require('./output.js')
 const { UNIT_SPEC, unitSpawnOptions } = require('./unit-options.js')
 
@@ -221,10 +222,12 @@ async function main(argv, { help }) {
   sup.start().catch(() => {
     // Reported by 'failed' (or the signal that stopped it).
   })
-  // The supervisor's signal handlers are in place: bin/procward.js's early
-  // listeners (PID 1 only) step aside; a signal they kept pending reaches
-  // these.
-  globalThis[Symbol.for('procward.heldSignals')]?.()
+  // The supervisor's signal handlers are in place: the early listeners
+  // (PID 1 only) step aside; a signal they kept pending reaches these.
+  // SIGUSR1 goes to COMMAND, as tini passes it on (nginx reopens its logs);
+  // our own listener stays, keeping Node's inspector shut.
+  earlySignals.onSigusr1(() => sup.kill('SIGUSR1'))
+  earlySignals.release()
   const failure = await ended
   await output.settle()
   const lastExit = sup.status().lastExit
