@@ -21,7 +21,7 @@ use windows as imp;
 
 pub use imp::{start, watch, Watched, WATCH_CALL};
 #[cfg(not(target_os = "linux"))]
-mod js_loop_none;
+pub mod js_loop_none;
 #[cfg(not(target_os = "linux"))]
 pub use js_loop_none as js_loop;
 #[cfg(target_os = "linux")]
