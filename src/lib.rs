@@ -7,7 +7,11 @@
 //!   functions on every OS (the OS part chosen once, inside the module):
 //!   `spawn`, `exit_watch`, `stop`, `lock`, `proc_info`, `wait`, `cgroup`,
 //!   `strays`, `listeners` (Linux: the supervisor's port probe), and `runtime` (the exit watchers' own tokio runtime);
-//! - `sys`: thin safe wrappers over the system calls, one file per OS;
+//! - `sys`: safe wrappers over the system calls that are not one module's
+//!   own mechanism (pidfds, `waitid`, signals, `poll`, clocks, Windows
+//!   handles), one file per OS; a module whose mechanism is its calls
+//!   (spawn, lock, cgroup, the JS loop's libuv, ...) makes them itself,
+//!   fenced, and `sys`'s own doc lists where;
 //! - validated values: `pid`, `duration`, `errors` (errno names and texts).
 #![deny(clippy::all)]
 #![deny(unsafe_op_in_unsafe_fn)]

@@ -1,442 +1,135 @@
-//! Exit delivery on the JS thread's own event loop (binding layer: it calls
-//! into JS).
-//!
-//! Why: off the loop, the pidfd's readiness wakes procward's reaper thread,
-//! which then wakes the JS thread through a threadsafe function:
-//! two thread wake-ups between the kernel and the `'exit'` listener. Polling
-//! the pidfd with a `uv_poll_t` on the loop napi hands out
-//! (`napi_get_uv_event_loop`) makes it one, the same as `child_process`'s
-//! own SIGCHLD path: the loop's epoll returns, we sweep and reap on the JS
-//! thread (two `waitid`s and a `killpg`, microseconds), and call the
-//! listener through `napi_make_callback`, so promises settle at once.
-//!
-//! libuv's functions are looked up with `dlsym` in the running process
-//! (Node exports them to addons; `js_loop/uv.rs` is the one file that calls
-//! them). Finding them is not enough: Bun exports every
-//! `uv_*` symbol as a stub that aborts the process, so the JS side allows
-//! this back-end only under Node (`use_loop`); elsewhere, and with
-//! `PROCWARD_EXIT_WATCH=tokio`, the tokio back-end serves.
-//!
-//! The loop delivers; it is not the only reaper. procward's reaper thread
-//! holds the same pidfd in its own epoll (no duplicate: the child's one fd,
-//! which `Watched` owns) and settles the child itself if the loop has not
-//! within its grace (1 ms) of the exit, so a blocked JS thread never leaves
-//! a zombie. Settling happens once, under one lock; the other side finds it
-//! settled. The JS side adds the direct wake-up.
-//!
-//! Readable, yet nothing to reap: a tracer (`PTRACE_SEIZE` from another
-//! process) is told of the exit first, and until it detaches or waits our
-//! `waitid` cannot see the zombie, while the pidfd stays readable. libuv
-//! polls level-triggered, so polling on would spin the JS thread. The loop
-//! parks instead: it closes the poll handle and opens a `uv_async_t` that
-//! the native watcher's settle wakes (`Watched::on_settle`); the async
-//! callback then delivers the exit. If no native watcher runs (its start
-//! failed), parking starts one first, and only if that fails too does the
-//! loop keep polling. Each callback looks at the state first, so an
-//! exit the native side settled while the loop was blocked is delivered even
-//! if another child has the pid by then.
-//!
-//! A contained child (`cgroup`): its reap waits for the cgroup to empty,
-//! which the JS thread must not wait for. Usually it is empty once killed,
-//! and the loop settles it at once like any other; when members are still
-//! dying, the wait goes to procward's runtime and the loop parks the same
-//! way until that settle wakes it.
-//!
-//! Lifetimes. The handles and their state are owned by the loop, not by
-//! the JS object: a dropped or collected `SupervisedProcess` is still reaped.
-//! `unref()` is `uv_unref` on the handle. When the environment is torn down
-//! with the child still running (a worker that ends), its cleanup hook stops
-//! polling and releases the listener without calling it; the native watcher
-//! still reaps and sweeps the child.
-//!
-//! The pidfd is closed only once the child is settled and libuv has stopped
-//! polling it (`Watched::detach_loop` after `uv_poll_stop`): closed under a
-//! live poll, libuv's epoll would keep a stale entry for that fd number.
+//! The napi side of exit delivery on the JS thread's own loop
+//! (`exit_watch::js_loop`, which holds the watch, its libuv handles and the
+//! reasons): this file hands it the thread's libuv loop and a listener that
+//! calls the `'exit'` callback as an event callback, and that ties the
+//! watch to the JS environment's teardown. The same on every OS; where the
+//! core delivers no exit on the loop, it asks for neither.
 
-mod uv;
-
-use std::ffi::{c_int, c_void};
-use std::os::fd::RawFd;
+use std::ffi::c_void;
 use std::ptr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use napi::bindgen_prelude::{Function, ToNapiValue};
 use napi::{sys, Env, JsValue};
 
 use super::convert::{exit_info, NativeExitInfo};
-use crate::exit_watch::{self, ExitStatus, Watched};
-use uv::{Kind, Uv};
+use crate::exit_watch::{js_loop, ExitStatus, LoopListener, Watched};
 
-/// Whether children can be watched on the JS loop in this process.
-fn available() -> bool {
-    !exit_watch::forced_tokio() && !exit_watch::forced_fallback() && uv::uv().is_some()
-}
+pub use js_loop::LoopRef;
 
-/// Delivers `watched`'s exit on this JS thread's loop, through its pidfd,
-/// when this process can. None: not here (no pidfd, no libuv, a forced
-/// back-end, or the loop refused it); the caller's other back-end serves.
-///
-/// The loop only *delivers* the exit. The reap must never wait for the JS
-/// thread (a blocked loop would leave a zombie, the very bug of
-/// child_process this library ends), so the native reaper settles the child
-/// too if the loop has not within its grace; settling happens once, under
-/// one lock. Where the reaper cannot take the child, a waiter thread does.
+/// Delivers `watched`'s exit on this JS thread's loop when this process
+/// can (see `exit_watch::js_loop`). None: not here; the caller's other
+/// back-end serves.
 pub fn watch_on_loop(
     env: &Env,
     on_exit: &Function<NativeExitInfo, ()>,
     watched: &Arc<Watched>,
 ) -> Option<LoopRef> {
-    if !available() {
+    let (env, callback) = (env.raw(), on_exit.raw());
+    // SAFETY: on the JS thread of `env`, whose loop `uv_loop_of` gives;
+    // `callback` is a function value of that environment: a napi call hands
+    // us both, and the listener is called on that thread alone.
+    unsafe {
+        js_loop::watch_on_loop(
+            watched,
+            || uv_loop_of(env),
+            || JsListener::new(env, callback).map(|l| Box::new(l) as Box<dyn LoopListener>),
+        )
+    }
+}
+
+/// The libuv loop of `env`'s thread.
+///
+/// # Safety
+/// On the JS thread of `env`.
+unsafe fn uv_loop_of(env: sys::napi_env) -> Option<*mut c_void> {
+    let mut uv_loop = ptr::null_mut();
+    // SAFETY: env is valid on this thread (caller's contract).
+    if unsafe { sys::napi_get_uv_event_loop(env, &mut uv_loop) } != sys::Status::napi_ok {
         return None;
     }
-    let fd = watched.attach_loop()?;
-    // SAFETY: `env` is the environment of this (its JS) thread, and
-    // `on_exit` a function of that environment: a napi call hands us both;
-    // `fd` stays open until `detach_loop`.
-    let Some(loop_ref) = (unsafe { start(env.raw(), on_exit.raw(), watched.clone(), fd) }) else {
-        watched.detach_loop();
-        return None;
-    };
-    crate::spawn_trace::mark(crate::spawn_trace::ON_LOOP);
-    // An error here (no reaper and no thread) leaves the loop as the only
-    // reaper, which still reaps whenever the loop runs.
-    let _ = exit_watch::watch_beside_loop(watched);
-    crate::spawn_trace::mark(crate::spawn_trace::BESIDE_LOOP);
-    Some(loop_ref)
+    Some(uv_loop.cast())
 }
 
-/// What the JS object's ref()/unref() acts on: the open handle (the poll
-/// handle, or the async one once parked; none once closed), and whether the
-/// user asked for unref, so that a handle opened later follows suit. Only
-/// touched on the JS thread; the Mutex makes it Send.
-#[derive(Default)]
-struct RefState {
-    handle: Option<usize>,
-    unref: bool,
-}
-
-#[derive(Clone, Default)]
-pub struct LoopRef(Arc<Mutex<RefState>>);
-
-impl LoopRef {
-    fn lock(&self) -> MutexGuard<'_, RefState> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// `uv_ref`/`uv_unref` the open handle; only remembered once closed.
-    pub fn set_ref(&self, on: bool) {
-        let mut state = self.lock();
-        state.unref = !on;
-        let (Some(uv), Some(handle)) = (uv::uv(), state.handle) else {
-            return;
-        };
-        // SAFETY: the handle is open (the slot is cleared before uv_close)
-        // and we are on its loop's thread.
-        unsafe { uv.set_ref(handle as *mut c_void, on) }
-    }
-
-    fn set_handle(&self, handle: Option<*mut c_void>) {
-        self.lock().handle = handle.map(|h| h as usize);
-    }
-}
-
-/// The async handle's address while a settle may still wake it; cleared
-/// (under the lock a sender holds while sending) before it is closed.
-type WakeSlot = Arc<Mutex<Option<usize>>>;
-
-struct LoopWatch {
-    /// uv_poll_t storage (`uv_handle_size(UV_POLL)` bytes, 8-aligned). Its
-    /// first field, `data`, points back at this struct.
-    poll: Box<[u64]>,
-    /// uv_async_t storage, once parked (see the module docs); `data` as above.
-    wake: Option<Box<[u64]>>,
-    poll_open: bool,
-    wake_open: bool,
-    /// Handles initialised and not yet through `on_closed`: the struct is
-    /// freed when the last one has closed.
-    handles: u8,
-    uv_loop: *mut c_void,
+/// The `'exit'` callback of one child, held for the loop watch: a strong
+/// reference to it and an async context for `napi_make_callback`, both let
+/// go of when dropped (on the JS thread, where the watch drops it).
+struct JsListener {
     env: sys::napi_env,
     callback: sys::napi_ref,
     async_ctx: sys::napi_async_context,
-    /// Owns the polled pidfd, open until `detach_loop` (right after
-    /// `uv_poll_stop`).
-    watched: Arc<Watched>,
-    shared: LoopRef,
-    wake_slot: WakeSlot,
-    done: bool,
+    /// The environment cleanup hook registered for the watch, until the
+    /// exit is delivered.
+    teardown: Option<(unsafe extern "C" fn(*mut c_void), *mut c_void)>,
 }
 
-impl LoopWatch {
-    fn poll_ptr(&mut self) -> *mut c_void {
-        self.poll.as_mut_ptr().cast()
-    }
-}
-
-/// The LoopWatch a handle belongs to.
-///
-/// # Safety
-/// `handle` is one of a live LoopWatch's handles, its `data` set.
-unsafe fn watch_of<'a>(handle: *mut c_void) -> &'a mut LoopWatch {
-    // SAFETY: one of our handles (caller's contract).
-    let w = unsafe { uv::data(handle) } as *mut LoopWatch;
-    // SAFETY: `data` points at the LoopWatch, alive until its last handle
-    // has closed (caller's contract).
-    unsafe { &mut *w }
-}
-
-/// Starts polling `pidfd` on `env`'s loop. None: it could not; nothing
-/// polls the fd then.
-///
-/// # Safety
-/// On the JS thread of `env`; `callback` is a function value of `env`;
-/// `pidfd` is open until `watched.detach_loop()`.
-unsafe fn start(
-    env: sys::napi_env,
-    callback: sys::napi_value,
-    watched: Arc<Watched>,
-    pidfd: RawFd,
-) -> Option<LoopRef> {
-    let uv = uv::uv()?;
-    let mut uv_loop = ptr::null_mut();
-    // SAFETY: env is valid on this thread (caller's contract).
-    if unsafe { sys::napi_get_uv_event_loop(env, &mut uv_loop) } != sys::Status::napi_ok
-        || uv_loop.is_null()
-    {
-        return None;
-    }
-    let mut cb_ref = ptr::null_mut();
-    // SAFETY: a strong reference to the listener, deleted after the call.
-    if unsafe { sys::napi_create_reference(env, callback, 1, &mut cb_ref) } != sys::Status::napi_ok
-    {
-        return None;
-    }
-    let mut name = ptr::null_mut();
-    let label = c"procward.exit";
-    let mut async_ctx = ptr::null_mut();
-    // SAFETY: creates a JS string on this env's thread.
-    let named = unsafe {
-        sys::napi_create_string_utf8(env, label.as_ptr(), label.count_bytes() as isize, &mut name)
-    } == sys::Status::napi_ok;
-    // SAFETY: an async context for napi_make_callback, named by `name`.
-    let ok = named
-        && unsafe { sys::napi_async_init(env, ptr::null_mut(), name, &mut async_ctx) }
-            == sys::Status::napi_ok;
-    if !ok {
-        // SAFETY: deleting the reference we just created.
-        unsafe { sys::napi_delete_reference(env, cb_ref) };
-        return None;
-    }
-    let shared = LoopRef::default();
-    let watch = Box::into_raw(Box::new(LoopWatch {
-        poll: uv.handle_storage(Kind::Poll),
-        wake: None,
-        poll_open: false,
-        wake_open: false,
-        handles: 0,
-        uv_loop: uv_loop.cast(),
-        env,
-        callback: cb_ref,
-        async_ctx,
-        watched,
-        shared: shared.clone(),
-        wake_slot: WakeSlot::default(),
-        done: false,
-    }));
-    // SAFETY: `watch` is a fresh, uniquely owned allocation.
-    let w = unsafe { &mut *watch };
-    let handle = w.poll_ptr();
-    // SAFETY: a zeroed handle of libuv's size on the JS thread's loop; the
-    // fd stays open until the handle is stopped (caller's contract).
-    let rc = unsafe { uv.poll_init(uv_loop.cast(), handle, pidfd) };
-    if rc != 0 {
-        // SAFETY: nothing refers to the allocation yet; take it back.
-        let w = unsafe { Box::from_raw(watch) };
-        release_js(&w);
-        return None;
-    }
-    // SAFETY: poll handle storage.
-    unsafe { uv::set_data(handle, watch.cast()) };
-    w.poll_open = true;
-    w.handles = 1;
-    // SAFETY: the handle was initialised; on_readable matches uv_poll_cb.
-    if unsafe { uv.poll_start_readable(handle, on_readable) } != 0 {
-        // An initialised handle must be closed, not freed; the pidfd is
-        // left to the caller's other back-end (libuv never added it to its
-        // epoll set).
-        w.done = true;
-        release_js(w);
-        close(w);
-        return None;
-    }
-    shared.set_handle(Some(handle));
-    // SAFETY: registered on the same env; removed when the watch ends.
-    unsafe { sys::napi_add_env_cleanup_hook(env, Some(on_env_teardown), watch.cast()) };
-    Some(shared)
-}
-
-unsafe extern "C" fn on_readable(handle: *mut c_void, _status: c_int, _events: c_int) {
-    // SAFETY: libuv calls this for our open poll handle.
-    let w = unsafe { watch_of(handle) };
-    if w.done {
-        return;
-    }
-    match w.watched.try_settle() {
-        Some(status) => deliver(w, status),
-        None => {
-            // Nothing to reap. With the child still running (an error
-            // event, say), poll on. Exited, yet not waitable: a tracer holds
-            // the zombie; polling on would spin.
-            if w.watched.pidfd_readable() {
-                park(w);
-            }
+impl JsListener {
+    /// # Safety
+    /// On the JS thread of `env`; `callback` is a function value of `env`.
+    unsafe fn new(env: sys::napi_env, callback: sys::napi_value) -> Option<JsListener> {
+        let mut cb_ref = ptr::null_mut();
+        // SAFETY: a strong reference to the listener, deleted after the call.
+        if unsafe { sys::napi_create_reference(env, callback, 1, &mut cb_ref) }
+            != sys::Status::napi_ok
+        {
+            return None;
         }
-    }
-}
-
-/// Stops polling the pidfd and waits for the native watcher's settle to
-/// wake the loop instead (see the module docs). Leaves things as they were
-/// (polling) only if nothing else could settle the child.
-fn park(w: &mut LoopWatch) {
-    let Some(uv) = uv::uv() else { return };
-    if !w.watched.has_native_watcher() && exit_watch::watch_beside_loop(&w.watched).is_err() {
-        return;
-    }
-    let mut wake = uv.handle_storage(Kind::Async);
-    let handle: *mut c_void = wake.as_mut_ptr().cast();
-    // SAFETY: zeroed storage of libuv's size, initialised on the JS thread's
-    // own loop; on_wake matches uv_async_cb.
-    if unsafe { uv.async_init(w.uv_loop, handle, on_wake) } != 0 {
-        return;
-    }
-    // SAFETY: async handle storage.
-    unsafe { uv::set_data(handle, (w as *mut LoopWatch).cast()) };
-    // The box moves; the storage it points at, which libuv knows, does not.
-    w.wake = Some(wake);
-    w.wake_open = true;
-    w.handles += 1;
-    if w.shared.lock().unref {
-        // SAFETY: an open handle of this loop, on its thread.
-        unsafe { uv.set_ref(handle, false) };
-    }
-    w.shared.set_handle(Some(handle));
-    *lock_slot(&w.wake_slot) = Some(handle as usize);
-    let slot = w.wake_slot.clone();
-    let uv: &'static Uv = uv;
-    let wake: exit_watch::Wake = Box::new(move || {
-        let slot = lock_slot(&slot);
-        if let Some(handle) = *slot {
-            // SAFETY: uv_async_send may be called from any thread; the
-            // handle is open while the slot holds it, and it is closed only
-            // after the slot is cleared under this same lock.
-            unsafe { uv.async_send(handle as *mut c_void) };
+        let mut name = ptr::null_mut();
+        let label = c"procward.exit";
+        let mut async_ctx = ptr::null_mut();
+        // SAFETY: creates a JS string on this env's thread.
+        let named = unsafe {
+            sys::napi_create_string_utf8(
+                env,
+                label.as_ptr(),
+                label.count_bytes() as isize,
+                &mut name,
+            )
+        } == sys::Status::napi_ok;
+        // SAFETY: an async context for napi_make_callback, named by `name`.
+        let ok = named
+            && unsafe { sys::napi_async_init(env, ptr::null_mut(), name, &mut async_ctx) }
+                == sys::Status::napi_ok;
+        if !ok {
+            // SAFETY: deleting the reference we just created.
+            unsafe { sys::napi_delete_reference(env, cb_ref) };
+            return None;
         }
-    });
-    if let Err(wake) = w.watched.on_settle(wake) {
-        wake(); // settled meanwhile: on_wake delivers on the next turn
-    }
-    close_poll(w);
-}
-
-unsafe extern "C" fn on_wake(handle: *mut c_void) {
-    // SAFETY: libuv calls this for our open async handle.
-    let w = unsafe { watch_of(handle) };
-    if w.done {
-        return;
-    }
-    if let Some(status) = w.watched.exit_status() {
-        deliver(w, status);
+        Some(JsListener {
+            env,
+            callback: cb_ref,
+            async_ctx,
+            teardown: None,
+        })
     }
 }
 
-fn lock_slot(slot: &WakeSlot) -> MutexGuard<'_, Option<usize>> {
-    slot.lock().unwrap_or_else(|e| e.into_inner())
-}
+impl LoopListener for JsListener {
+    fn on_teardown(&mut self, hook: unsafe extern "C" fn(*mut c_void), arg: *mut c_void) {
+        // SAFETY: on env's thread (the watch calls us there); removed in
+        // `exit`, or run by napi at the environment's teardown.
+        unsafe { sys::napi_add_env_cleanup_hook(self.env, Some(hook), arg) };
+        self.teardown = Some((hook, arg));
+    }
 
-/// The child is settled: close the handles and call the listener.
-fn deliver(w: &mut LoopWatch, status: ExitStatus) {
-    w.done = true;
-    let env = w.env;
-    // SAFETY: same env and argument as at registration.
-    unsafe {
-        sys::napi_remove_env_cleanup_hook(env, Some(on_env_teardown), (w as *mut LoopWatch).cast())
-    };
-    close(w);
-    // SAFETY: on the JS thread, inside the loop, outside any JS frame.
-    unsafe { call_listener(env, w.callback, w.async_ctx, status) };
-    release_js(w);
-}
-
-/// Stops polling and closes the poll handle; the pidfd may then be closed
-/// (by `Watched`, once the child is settled).
-fn close_poll(w: &mut LoopWatch) {
-    if w.poll_open {
-        w.poll_open = false;
-        if let Some(uv) = uv::uv() {
-            let handle = w.poll_ptr();
-            // SAFETY: an initialised handle of this loop.
-            unsafe { uv.poll_stop(handle) };
-            // SAFETY: closed exactly once (poll_open guards it); libuv
-            // allows closing the polled fd right after this.
-            unsafe { uv.close(handle, on_closed) };
+    fn exit(mut self: Box<Self>, status: ExitStatus) {
+        if let Some((hook, arg)) = self.teardown.take() {
+            // SAFETY: same env and argument as at registration.
+            unsafe { sys::napi_remove_env_cleanup_hook(self.env, Some(hook), arg) };
         }
-        w.watched.detach_loop();
+        // SAFETY: on the JS thread, inside the loop, outside any JS frame
+        // (the watch calls us from a libuv callback).
+        unsafe { call_listener(self.env, self.callback, self.async_ctx, status) };
     }
 }
 
-/// Closes every handle; the allocation is freed in `on_closed` once the
-/// last has closed, which libuv reports on a later loop iteration.
-fn close(w: &mut LoopWatch) {
-    w.shared.set_handle(None);
-    *lock_slot(&w.wake_slot) = None;
-    close_poll(w);
-    if w.wake_open {
-        w.wake_open = false;
-        if let (Some(uv), Some(wake)) = (uv::uv(), w.wake.as_mut()) {
-            // SAFETY: an initialised async handle of this loop, closed once
-            // (wake_open guards it), and no longer reachable by a sender
-            // (the slot was cleared above).
-            unsafe { uv.close(wake.as_mut_ptr().cast(), on_closed) };
-        }
-    }
-}
-
-unsafe extern "C" fn on_closed(handle: *mut c_void) {
-    // SAFETY: `data` points at the Box we leaked in `start`; libuv is done
-    // with this handle.
-    let raw = unsafe { uv::data(handle) } as *mut LoopWatch;
-    // SAFETY: as above; the struct lives until its last handle has closed.
-    let w = unsafe { &mut *raw };
-    w.handles -= 1;
-    if w.handles == 0 {
-        // SAFETY: the last handle is closed: nothing refers to it any more.
-        drop(unsafe { Box::from_raw(raw) });
-    }
-}
-
-/// Releases the listener reference and the async context (JS thread).
-fn release_js(w: &LoopWatch) {
-    // SAFETY: created in `start` on this env; every path releases it once.
-    unsafe { sys::napi_async_destroy(w.env, w.async_ctx) };
-    // SAFETY: as above.
-    unsafe { sys::napi_delete_reference(w.env, w.callback) };
-}
-
-/// The environment is going away with the child still running: stop
-/// watching and release the listener without calling it. The native watcher
-/// started beside this one still sweeps and reaps the child.
-fn finish_without_js(w: &mut LoopWatch) {
-    w.done = true;
-    release_js(w);
-    close(w);
-}
-
-unsafe extern "C" fn on_env_teardown(arg: *mut c_void) {
-    // SAFETY: registered with our LoopWatch, still alive (the hook is removed
-    // before the watch is closed).
-    let w = unsafe { &mut *(arg as *mut LoopWatch) };
-    if !w.done {
-        finish_without_js(w);
+impl Drop for JsListener {
+    /// Releases the listener reference and the async context (JS thread).
+    fn drop(&mut self) {
+        // SAFETY: created in `new` on this env; dropped once, on its thread.
+        unsafe { sys::napi_async_destroy(self.env, self.async_ctx) };
+        // SAFETY: as above.
+        unsafe { sys::napi_delete_reference(self.env, self.callback) };
     }
 }
 

@@ -10,12 +10,7 @@ pub mod cgroup;
 pub mod child;
 pub mod convert;
 pub mod errors;
-#[cfg(target_os = "linux")]
 mod js_loop;
-#[cfg(not(target_os = "linux"))]
-mod js_loop_none;
-#[cfg(not(target_os = "linux"))]
-use js_loop_none as js_loop;
 pub mod liveness;
 pub mod lock;
 pub mod notify;

@@ -20,11 +20,18 @@ mod windows;
 use windows as imp;
 
 pub use imp::{start, watch, Watched, WATCH_CALL};
+#[cfg(not(target_os = "linux"))]
+pub mod js_loop_none;
+#[cfg(not(target_os = "linux"))]
+pub use js_loop_none as js_loop;
+#[cfg(target_os = "linux")]
+pub use unix::js_loop;
 #[cfg(unix)]
-pub use unix::{register, register_contained, watch_beside_loop};
+pub use unix::{register, register_contained};
 #[cfg(windows)]
 pub use windows::HandleWait;
 
+use std::ffi::c_void;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -52,9 +59,26 @@ pub type OnExit = Box<dyn FnOnce(ExitStatus) + Send>;
 
 pub type Wake = Box<dyn FnOnce() + Send>;
 
+/// Who hears a child's exit on the JS thread's loop ([`js_loop`]): the
+/// binding's `'exit'` callback, with what it holds of JS. Called on that
+/// thread only. Dropped, whether called or not, it lets go of JS there.
+pub trait LoopListener {
+    /// The loop watches: `hook(arg)` must run, on this thread, if this
+    /// listener's JS environment is torn down first (a worker that ends);
+    /// it stops the watch and drops the listener uncalled. Until [`exit`]:
+    /// that removes it.
+    ///
+    /// [`exit`]: LoopListener::exit
+    fn on_teardown(&mut self, hook: unsafe extern "C" fn(*mut c_void), arg: *mut c_void);
+
+    /// The child is settled and the loop's handles are closing: deliver
+    /// its exit. The last call.
+    fn exit(self: Box<Self>, status: ExitStatus);
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
-    /// pidfd polled by the JS thread's own event loop (the binding's `js_loop`).
+    /// pidfd polled by the JS thread's own event loop ([`js_loop`]).
     PidfdLoop,
     /// pidfd watched off the JS loop, by procward's reaper thread (a task on
     /// procward's tokio runtime once, hence the name JS sees).
@@ -88,8 +112,8 @@ pub struct Containment {
     pub bound: Duration,
 }
 
-/// A child just started, not yet watched: hand it to [`watch`] (or to a
-/// loop driver, then [`watch_beside_loop`]).
+/// A child just started, not yet watched: hand it to [`watch`] (or first
+/// to [`js_loop`], which starts the reaper beside itself).
 pub struct Started {
     pub watched: Arc<Watched>,
     /// The parent's pipe ends: stdio 0..3, then the readiness pipe.

@@ -33,8 +33,8 @@
 //! - `pidfd` (`linux`, `reaper`): the pidfd turns readable on exit; one
 //!   reaper thread, one epoll, watches the pidfds of all children (a task
 //!   or thread per child cost more fds and wake-ups than the reap itself).
-//!   Under Node the binding layer (`js_loop`) also polls the pidfd on the
-//!   JS thread's libuv loop, which then usually settles first; the reaper,
+//!   Under Node `js_loop` also polls the pidfd on the JS thread's libuv
+//!   loop, which then usually settles first; the reaper,
 //!   told with [`watch_beside_loop`], gives the loop a grace and then reaps
 //!   itself, so that a blocked loop never delays the reap.
 //!   The settle runs once, whoever calls it.
@@ -44,8 +44,8 @@
 //!   a traced zombie, or when `PROCWARD_EXIT_WATCH=fallback` is set at load
 //!   (the test suite runs through it that way).
 //! - `kqueue` (`macos`): kqueue `EVFILT_PROC`/`NOTE_EXIT` on procward's
-//!   runtime; `fallback` there too. Each OS module provides `watch` and
-//!   `watch_beside_loop` (in `linux` and `macos`).
+//!   runtime; `fallback` there too. Each OS module provides `watch` (in
+//!   `linux` and `macos`); `linux` also `watch_beside_loop`, for `js_loop`.
 //!
 //! A contained child (`cgroup`, see `crate::cgroup`): after the sweep its
 //! cgroup is killed (`cgroup.kill`), and the reap waits until the cgroup is
@@ -83,12 +83,15 @@
 //! signals, never to a reaped pid; `pidfd`: who holds and polls the pidfd,
 //! and its release; `start`: the spawn glue; `contain`: a contained
 //! spawn's cgroup and its `guardian`. The drivers: `reaper` (with
-//! `linux`), `fallback`, `macos`. The drivers only call `Watched`'s
+//! `linux`), `js_loop` (Linux: on the JS thread's libuv loop, beside the
+//! reaper), `fallback`, `macos`. The drivers only call `Watched`'s
 //! methods; nothing here calls a driver.
 
 mod contain;
 mod drain;
 mod fallback;
+#[cfg(target_os = "linux")]
+pub mod js_loop;
 #[cfg(target_os = "linux")]
 mod linux;
 mod pidfd;
@@ -102,7 +105,7 @@ pub use linux::{watch, watch_beside_loop};
 #[cfg(target_os = "macos")]
 mod macos;
 #[cfg(target_os = "macos")]
-pub use macos::{watch, watch_beside_loop};
+pub use macos::watch;
 pub use start::start;
 
 use std::os::fd::{AsFd, OwnedFd};
@@ -159,7 +162,7 @@ struct Inner {
     /// the JS loop polls it, the reaper's epoll holds it. Closed once
     /// settled and no longer polled (see `pidfd`).
     pidfd: Option<OwnedFd>,
-    /// The JS loop polls `pidfd` (the binding's `js_loop`).
+    /// The JS loop polls `pidfd` (`js_loop`).
     loop_polls: bool,
     /// Who else holds `pidfd` (the reaper's epoll), told before it closes.
     holder: Option<pidfd::Holder>,

@@ -13,6 +13,8 @@ pub mod stat;
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
+mod pidfd_cache;
+#[cfg(target_os = "linux")]
 mod procfs;
 #[cfg(target_os = "linux")]
 use linux as imp;

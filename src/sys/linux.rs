@@ -5,6 +5,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 
 use super::unix::{cvt, waitid_info, WaitStatus};
 use crate::pid::{Pid, Signal};
@@ -138,9 +139,30 @@ pub fn clock_ticks_per_sec() -> u64 {
     hz.max(0) as u64
 }
 
+/// The inode of a pidfd where it names the process: on pidfs (Linux 6.9+),
+/// unique for the life of the boot, never handed to a later process.
+/// `None` before pidfs, where every pidfd is an anon inode and all share
+/// one number. Whether pidfs is there is asked of the fd itself (fstatfs,
+/// so the answer needs no spare fd) and kept once known: the kernel does
+/// not change under us.
+pub fn pidfs_inode(fd: BorrowedFd<'_>) -> Option<u64> {
+    static PIDFS: OnceLock<bool> = OnceLock::new();
+    let has_pidfs = match PIDFS.get() {
+        Some(&known) => known,
+        None => {
+            let found = is_on_pidfs(fd).ok()?;
+            *PIDFS.get_or_init(|| found)
+        }
+    };
+    if !has_pidfs {
+        return None;
+    }
+    inode_of(fd).ok()
+}
+
 /// Whether `fd` lives on pidfs (Linux 6.9+), where a pidfd's inode number
 /// names its process for the life of the boot.
-pub fn is_on_pidfs(fd: BorrowedFd<'_>) -> io::Result<bool> {
+fn is_on_pidfs(fd: BorrowedFd<'_>) -> io::Result<bool> {
     const PIDFS_MAGIC: i64 = 0x5049_4446;
     let mut st = std::mem::MaybeUninit::<libc::statfs>::zeroed();
     // SAFETY: fstatfs fills the buffer we own.

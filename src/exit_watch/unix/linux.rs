@@ -15,7 +15,7 @@ use std::sync::Arc;
 use super::{fallback, reaper, Watched};
 use crate::exit_watch::{forced_fallback, Backend, OnExit};
 
-/// The native reaper beside the JS loop (the binding's `js_loop`): settles
+/// The native reaper beside the JS loop (`js_loop`): settles
 /// the child itself only if the loop has not within `reaper::LOOP_GRACE` of
 /// the exit — a blocked loop never leaves a zombie.
 pub fn watch_beside_loop(watched: &Arc<Watched>) -> std::io::Result<()> {

@@ -10,9 +10,8 @@
 //! set, a waiter thread blocks instead (`fallback`; on macOS its blocking
 //! wait is itself a kqueue wait, see `sys::waitid_pid` on macOS).
 //!
-//! There is no delivery on the JS loop here (the binding's `js_loop` is
-//! Linux-only), so
-//! [`watch_beside_loop`] is never reached; it exists for the binding layer.
+//! There is no delivery on the JS loop here (`js_loop` is Linux-only), so
+//! no reaper beside it either.
 
 use std::io;
 use std::os::fd::OwnedFd;
@@ -67,10 +66,4 @@ pub fn watch(watched: &Arc<Watched>, on_exit: OnExit) -> io::Result<Backend> {
     }
     fallback::start(watched.clone(), on_exit)?;
     Ok(Backend::Fallback)
-}
-
-/// The native reaper beside the JS loop. Never reached on macOS (the loop
-/// back-end is Linux-only): a plain watch that delivers nothing.
-pub fn watch_beside_loop(watched: &Arc<Watched>) -> io::Result<()> {
-    watch(watched, Box::new(|_| {})).map(drop)
 }

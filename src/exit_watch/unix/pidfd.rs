@@ -1,6 +1,6 @@
 //! Who holds a child's pidfd, and when it may close. One fd per child,
 //! owned by its `Watched`: every wait goes through it, the JS loop polls it
-//! (the binding's `js_loop`), the reaper's epoll holds it. It is closed once
+//! (`js_loop`), the reaper's epoll holds it. It is closed once
 //! the child is settled and the loop no longer polls it; another holder
 //! (the reaper) is told first, and hands back what it kept for the child.
 //!

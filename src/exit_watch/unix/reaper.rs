@@ -17,7 +17,7 @@
 //! handed to a waiter thread (`fallback`), whose blocking `waitid` wakes
 //! when the tracer lets go: rare, and it never delays any other child.
 //!
-//! The JS loop first. A child the binding's `js_loop` polls is left to the
+//! The JS loop first. A child `js_loop` polls is left to the
 //! loop for `LOOP_GRACE` after its exit (the loop usually settles it at
 //! once, and delivers `'exit'` with no thread in between); one deadline
 //! list sets `epoll_wait`'s timeout. Past its deadline the reaper settles the child

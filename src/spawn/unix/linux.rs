@@ -25,8 +25,9 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 
-use super::{Prepared, SpawnError, Stage};
+use super::common::{Prepared, Stage};
 use crate::pid::Pid;
+use crate::spawn::SpawnError;
 
 /// Stack for the child between `clone` and `execve`. The child runs only
 /// small frames of straight-line code; 64 KiB is generous.
@@ -145,7 +146,7 @@ extern "C" fn child_main(raw: *mut c_void) -> c_int {
             unsafe { libc::fcntl(target, libc::F_SETFD, 0) };
         }
         // Blocking, as a shell or `child_process` hands stdio to a program.
-        super::make_blocking(target);
+        super::common::make_blocking(target);
     }
 
     // After stdio: a stdio source may sit on the notify fd's number, and has

@@ -35,8 +35,9 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, OwnedFd};
 
-use super::{Prepared, SpawnError, Stage};
+use super::common::{Prepared, Stage};
 use crate::pid::Pid;
+use crate::spawn::SpawnError;
 
 /// posix_spawn needs no stack of ours.
 pub const CHILD_STACK: usize = 0;
@@ -164,7 +165,7 @@ fn file_actions(prep: &Prepared) -> Result<Actions, SpawnError> {
         let src = spec.raw();
         // posix_spawn runs nothing of ours in the child: clear the flag on
         // the shared description here, as libuv's posix_spawn path does.
-        super::make_blocking(if src >= 0 { src } else { target });
+        super::common::make_blocking(if src >= 0 { src } else { target });
         if src >= 0 {
             // Every source fd is 3 or above (`above_stdio`), never a target.
             // SAFETY: records a dup2 in the object we own.

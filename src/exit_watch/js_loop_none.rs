@@ -6,13 +6,10 @@
 //! Linux `js_loop` polls a pidfd; until then a kqueue watcher on procward's
 //! runtime delivers the exit.
 
+use std::ffi::c_void;
 use std::sync::Arc;
 
-use napi::bindgen_prelude::Function;
-use napi::Env;
-
-use super::convert::NativeExitInfo;
-use crate::exit_watch::Watched;
+use super::{LoopListener, Watched};
 
 /// Stands for the poll handle of the Linux `js_loop`; there is none here.
 #[derive(Clone, Default)]
@@ -22,9 +19,15 @@ impl LoopRef {
     pub fn set_ref(&self, _on: bool) {}
 }
 
-type Listener<'a> = Function<'a, NativeExitInfo, ()>;
-
-/// Never here: the caller's other back-end serves.
-pub fn watch_on_loop(_: &Env, _: &Listener<'_>, _: &Arc<Watched>) -> Option<LoopRef> {
+/// Never here: the caller's other back-end serves. Neither the loop nor a
+/// listener is asked for.
+///
+/// # Safety
+/// None needed here; the Linux one's contract, for the same caller.
+pub unsafe fn watch_on_loop(
+    _: &Arc<Watched>,
+    _: impl FnOnce() -> Option<*mut c_void>,
+    _: impl FnOnce() -> Option<Box<dyn LoopListener>>,
+) -> Option<LoopRef> {
     None
 }

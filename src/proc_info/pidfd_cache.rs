@@ -1,0 +1,228 @@
+//! The pidfds liveness keeps (Linux): a small cache of other processes'
+//! pidfds, so a supervisor or a lock polling the same pid pays one `poll`.
+//! Info and identity read `/proc/<pid>/stat`, whose fd is kept in the same
+//! slot, beside the pidfd of the same process: such an fd stays bound to the
+//! process it was opened for, and once that process is gone reading it fails
+//! with ESRCH even if the pid has been reused, so a stale fd can never show a
+//! newcomer's state.
+//!
+//! The cache does not keep the fds of a process that is gone: a slot whose
+//! pidfd reports an exit is dropped when it is next looked at, a miss first
+//! drops all such slots (one `poll` over the cached pidfds, at most every
+//! 100 ms), and the exit watch drops the slot of a child it reaps
+//! ([`forget`]) at once. Without a pidfd (kernel < 5.3, EMFILE, a thread id)
+//! nothing is cached. Every fd leaves the cache to be closed outside its
+//! lock.
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use super::procfs::{read_stat, STAT_BUF};
+use crate::pid::Pid;
+use crate::sys;
+
+/// Slots in the cache (least recently used out first). Bounded so the addon
+/// never holds more than this many pidfds and stat fds; Node raises its own
+/// fd limit to the hard limit at start-up.
+const CACHE_SLOTS: usize = 64;
+
+/// A cached process. The pidfd refers to one process for its whole life:
+/// while `poll` says it has not exited, that process is alive and still
+/// holds the pid, so a repeated check is one `poll` (no /proc read). Once it
+/// reports an exit, the pid may be someone else's: the slot is dropped and
+/// the pid looked up afresh.
+struct Slot {
+    pid: i32,
+    pidfd: OwnedFd,
+    /// pidfs inode (see [`super::Identity`]), read on the first identity check.
+    inode: Option<Option<u64>>,
+    /// `/proc/<pid>/stat` of the same process, opened on the first info read
+    /// while the pidfd said "alive" before and after.
+    stat: Option<OwnedFd>,
+}
+
+static CACHE: Mutex<Vec<Slot>> = Mutex::new(Vec::new());
+
+/// When the cache was last swept of exited processes (CLOCK_BOOTTIME ns).
+static SWEPT_AT: AtomicU64 = AtomicU64::new(0);
+const SWEEP_EVERY_NS: u64 = 100_000_000;
+
+fn cache() -> MutexGuard<'static, Vec<Slot>> {
+    CACHE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Drops the cached fds of `pid`: its process (our child) has just been
+/// reaped, and nothing should keep an fd of it.
+pub fn forget(pid: Pid) {
+    // Usually one slot; two only if two threads cached the pid at once.
+    let mut gone = Vec::new();
+    {
+        let mut cache = cache();
+        while let Some(idx) = cache.iter().position(|s| s.pid == pid.as_raw()) {
+            gone.push(cache.remove(idx));
+        }
+    }
+    // Closed outside the lock.
+    drop(gone);
+}
+
+pub(super) enum PidfdCheck {
+    /// Alive, with its pidfs inode when the kernel has pidfs.
+    Alive(Option<u64>),
+    /// No such process, or it has exited (a zombie).
+    NotRunning,
+    /// No pidfd could be had (kernel < 5.3, a thread id, EMFILE): ask /proc.
+    Unavailable,
+}
+
+/// `want_inode`: also report the pidfs inode (an fstat, done once per slot).
+pub(super) fn pidfd_check(pid: Pid, want_inode: bool) -> PidfdCheck {
+    let stale = {
+        let mut cache = cache();
+        match cache.iter().position(|s| s.pid == pid.as_raw()) {
+            Some(idx) => match sys::is_readable_now(cache[idx].pidfd.as_fd()) {
+                Ok(false) => {
+                    // Least recently used first: a hit moves to the back.
+                    let mut slot = cache.remove(idx);
+                    let inode = if want_inode {
+                        *slot
+                            .inode
+                            .get_or_insert_with(|| sys::pidfs_inode(slot.pidfd.as_fd()))
+                    } else {
+                        None
+                    };
+                    cache.push(slot);
+                    return PidfdCheck::Alive(inode);
+                }
+                _ => Some(cache.remove(idx)),
+            },
+            None => None,
+        }
+    };
+    drop(stale);
+    let fd = match sys::pidfd_open(pid) {
+        Ok(fd) => fd,
+        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return PidfdCheck::NotRunning,
+        Err(_) => return PidfdCheck::Unavailable,
+    };
+    match sys::is_readable_now(fd.as_fd()) {
+        Ok(false) => {}
+        Ok(true) => return PidfdCheck::NotRunning,
+        Err(_) => return PidfdCheck::Unavailable,
+    }
+    let inode = want_inode.then(|| sys::pidfs_inode(fd.as_fd()));
+    let (dead, evicted) = {
+        let mut cache = cache();
+        // A miss is when the cache grows: first let go of every process
+        // that has exited since it was cached (at most every SWEEP_EVERY:
+        // a poll over all slots would double the cost of a miss).
+        let now = sys::boottime_ns();
+        let due = now.saturating_sub(SWEPT_AT.load(Ordering::Relaxed)) >= SWEEP_EVERY_NS;
+        let dead = if due {
+            SWEPT_AT.store(now, Ordering::Relaxed);
+            sweep(&mut cache)
+        } else {
+            Vec::new()
+        };
+        let evicted = (cache.len() >= CACHE_SLOTS).then(|| cache.remove(0));
+        cache.push(Slot {
+            pid: pid.as_raw(),
+            pidfd: fd,
+            inode,
+            stat: None,
+        });
+        (dead, evicted)
+    };
+    // Closed outside the lock.
+    drop((dead, evicted));
+    PidfdCheck::Alive(inode.flatten())
+}
+
+/// Removes the slots whose process has exited; returns them to be dropped
+/// outside the lock. One `poll` over all cached pidfds.
+fn sweep(cache: &mut Vec<Slot>) -> Vec<Slot> {
+    if cache.is_empty() {
+        return Vec::new();
+    }
+    let dead = {
+        let fds: Vec<BorrowedFd<'_>> = cache.iter().map(|s| s.pidfd.as_fd()).collect();
+        match sys::readable_now_each(&fds) {
+            Ok(dead) => dead,
+            Err(_) => return Vec::new(),
+        }
+    };
+    let mut out = Vec::new();
+    for idx in (0..cache.len()).rev() {
+        if dead[idx] {
+            out.push(cache.remove(idx));
+        }
+    }
+    out
+}
+
+/// Reads the stat line through the stat fd `pid`'s cache slot keeps, if it
+/// keeps one and it still reads (the same process's line, never a
+/// newcomer's). Opens nothing.
+pub(super) fn read_stat_kept(pid: Pid, buf: &mut [u8; STAT_BUF]) -> Option<usize> {
+    let cache = cache();
+    let fd = cache
+        .iter()
+        .find(|s| s.pid == pid.as_raw())?
+        .stat
+        .as_ref()?;
+    match sys::pread0(fd.as_fd(), buf) {
+        Ok(n) if n > 0 => Some(n),
+        _ => None,
+    }
+}
+
+/// Reads the stat line through the stat fd of `pid`'s cache slot, opening
+/// and keeping one there if it has none. A stat fd kept for a process that
+/// has since gone (the slot was replaced in between) reads ESRCH, never a
+/// newcomer's line; it is dropped and the line read afresh.
+pub(super) fn read_stat_cached(pid: Pid, buf: &mut [u8; STAT_BUF]) -> io::Result<Option<usize>> {
+    let stale = {
+        let mut cache = cache();
+        let slot = cache.iter_mut().find(|s| s.pid == pid.as_raw());
+        match slot.and_then(|s| s.stat.take().map(|fd| (s, fd))) {
+            Some((slot, fd)) => match sys::pread0(fd.as_fd(), buf) {
+                Ok(n) if n > 0 => {
+                    slot.stat = Some(fd);
+                    return Ok(Some(n));
+                }
+                _ => Some(fd),
+            },
+            None => None,
+        }
+    };
+    drop(stale);
+    let Some((n, file)) = read_stat(pid, buf)? else {
+        return Ok(None);
+    };
+    let spare = {
+        let mut cache = cache();
+        match cache.iter_mut().find(|s| s.pid == pid.as_raw()) {
+            Some(slot) if slot.stat.is_none() => {
+                slot.stat = Some(OwnedFd::from(file));
+                None
+            }
+            _ => Some(file),
+        }
+    };
+    drop(spare);
+    Ok(Some(n))
+}
+
+/// Whether `pid` has a slot.
+#[cfg(test)]
+pub(super) fn holds(pid: Pid) -> bool {
+    cache().iter().any(|s| s.pid == pid.as_raw())
+}
+
+/// Makes the next miss sweep, however recent the last sweep.
+#[cfg(test)]
+pub(super) fn sweep_on_next_miss() {
+    SWEPT_AT.store(0, Ordering::Relaxed);
+}

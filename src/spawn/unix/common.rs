@@ -1,0 +1,687 @@
+//! Preparing a spawn, on the calling thread: the program found through the
+//! child's PATH, argv and envp as C strings, stdio opened, the readiness
+//! pipe made. Everything that can fail for the caller's reasons (bad path,
+//! missing cwd, unopenable stdio file) fails here, before any process
+//! exists. What comes out ([`Prepared`]) is owned, so it can cross to the
+//! spawner thread, and is all the child reads between `clone` and `exec`.
+//! None of it may wait on another process: stdio files are opened
+//! non-blocking (a FIFO without a peer would otherwise hold the JS thread
+//! in `open` until one comes).
+
+use std::ffi::{CString, OsString};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use super::super::{At, Command, Environment, SpawnError, Stdio};
+use crate::pid::{Pid, Signal};
+
+/// Where a contained child starts: its cgroup's directory (for `clone3`'s
+/// `CLONE_INTO_CGROUP`, or its `cgroup.procs`, which the pre-exec child
+/// writes itself into where clone3 cannot). The caller keeps the directory
+/// open until `spawn` returns.
+#[derive(Clone, Debug)]
+pub struct IntoCgroup {
+    pub dir: RawFd,
+}
+
+/// Where a spawn failed, for the error's `syscall` and message. The steps
+/// between clone and exec are reported by the Linux child alone (macOS's
+/// `posix_spawn` does them itself, and says only whether it worked).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i32)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub enum Stage {
+    Resolve = 1,
+    Cwd,
+    Stdio,
+    Clone,
+    Setpgid,
+    Prctl,
+    Dup2,
+    Chdir,
+    Execve,
+    Spawner,
+    Setgid,
+    Setuid,
+    /// Entering the child's cgroup (`cgroup.procs`, or `clone3`).
+    Cgroup,
+    Setsid,
+    /// Refused where the child cannot be given a umask (macOS).
+    Umask,
+}
+
+impl Stage {
+    #[cfg(target_os = "linux")]
+    pub(super) fn from_i32(v: i32) -> Stage {
+        match v {
+            1 => Stage::Resolve,
+            2 => Stage::Cwd,
+            3 => Stage::Stdio,
+            4 => Stage::Clone,
+            5 => Stage::Setpgid,
+            6 => Stage::Prctl,
+            7 => Stage::Dup2,
+            8 => Stage::Chdir,
+            9 => Stage::Execve,
+            11 => Stage::Setgid,
+            12 => Stage::Setuid,
+            13 => Stage::Cgroup,
+            14 => Stage::Setsid,
+            15 => Stage::Umask,
+            _ => Stage::Spawner,
+        }
+    }
+
+    /// What the caller was doing when this stage failed.
+    fn at(self) -> At {
+        match self {
+            Stage::Cwd | Stage::Chdir => At::Chdir,
+            Stage::Setpgid
+            | Stage::Prctl
+            | Stage::Dup2
+            | Stage::Setgid
+            | Stage::Setuid
+            | Stage::Cgroup
+            | Stage::Setsid
+            | Stage::Umask => At::Setup,
+            Stage::Resolve | Stage::Stdio | Stage::Clone | Stage::Execve | Stage::Spawner => {
+                At::Spawn
+            }
+        }
+    }
+
+    /// The system call that failed, as far as there is one.
+    pub fn syscall(self) -> &'static str {
+        match self {
+            Stage::Resolve => "spawn",
+            Stage::Cwd => "chdir",
+            Stage::Stdio => "open",
+            Stage::Clone => "clone",
+            Stage::Setpgid => "setpgid",
+            Stage::Prctl => "prctl",
+            Stage::Dup2 => "dup2",
+            Stage::Chdir => "chdir",
+            Stage::Execve => "execve",
+            Stage::Spawner => "spawn",
+            Stage::Setgid => "setgid",
+            Stage::Setuid => "setuid",
+            Stage::Cgroup => "cgroup.procs",
+            Stage::Setsid => "setsid",
+            Stage::Umask => "umask",
+        }
+    }
+}
+
+impl SpawnError {
+    pub(super) fn os(err: io::Error, stage: Stage) -> SpawnError {
+        SpawnError::Os {
+            err,
+            at: stage.at(),
+            syscall: stage.syscall(),
+        }
+    }
+}
+
+/// The parent's end of a `'pipe'` stdio or of the readiness pipe.
+pub type Pipe = OwnedFd;
+
+/// The fd number JS takes a pipe end as (it owns it from then on).
+pub fn pipe_into_raw(p: Pipe) -> i32 {
+    p.into_raw_fd()
+}
+
+/// Everything the spawner thread needs, owned, so it can cross threads.
+pub struct Prepared {
+    pub(super) path: CString,
+    pub(super) argv: Vec<CString>,
+    pub(super) envp: Vec<CString>,
+    pub(super) cwd: Option<CString>,
+    pub(super) child_stdio: [ChildFd; 3],
+    pub(super) process_group: bool,
+    pub(super) death_signal: Option<Signal>,
+    /// (write end, fd number in the child).
+    pub(super) notify: Option<(OwnedFd, i32)>,
+    pub(super) uid: Option<u32>,
+    pub(super) gid: Option<u32>,
+    pub(super) umask: Option<u32>,
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(super) new_session: bool,
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(super) ignore_stop_signals: bool,
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(super) cgroup: Option<IntoCgroup>,
+    /// This process (`getpid`, once per spawn): the child's death-signal
+    /// check compares its parent with it, and the main-thread check too.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(super) parent_pid: Pid,
+}
+
+fn cstring(s: &str, what: &str) -> Result<CString, SpawnError> {
+    CString::new(s).map_err(|_| SpawnError::Invalid(format!("{what} must not contain NUL bytes")))
+}
+
+fn is_executable_file(path: &Path) -> Option<bool> {
+    let meta = std::fs::metadata(path).ok()?;
+    if !meta.is_file() {
+        return Some(false);
+    }
+    let c = CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: access takes a NUL-terminated path we own.
+    Some(unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0)
+}
+
+/// glibc's `execvp` searches this when the environment has no PATH.
+const DEFAULT_PATH: &[u8] = b"/bin:/usr/bin";
+
+/// PATH lookup as libuv's child does it on Linux, but in the parent: libuv
+/// calls `chdir(cwd)` and then `execvp`, so a relative PATH entry (or an empty
+/// one, the working directory) and a command containing `/` are relative to
+/// the *child's* cwd, and the PATH is the first `PATH=` entry of the child's
+/// environment, as its `getenv` sees it.
+///
+/// The returned path is what the child passes to `execve` after its own
+/// `chdir`, so it stays relative where libuv's would; only the existence
+/// checks here join it to `cwd` (itself relative to our cwd when relative).
+/// A command without `/` that is found nowhere is ENOENT before any process
+/// exists; one found only without execute permission is EACCES.
+fn resolve(program: &str, envp: &[CString], cwd: Option<&Path>) -> Result<PathBuf, SpawnError> {
+    if program.contains('/') {
+        return Ok(PathBuf::from(program));
+    }
+    let path_var = envp
+        .iter()
+        .find_map(|e| e.as_bytes().strip_prefix(b"PATH="))
+        .unwrap_or(DEFAULT_PATH);
+    let mut saw_unexecutable = false;
+    for dir in path_var.split(|&b| b == b':') {
+        let dir: &[u8] = if dir.is_empty() { b"." } else { dir };
+        let candidate = PathBuf::from(std::ffi::OsStr::from_bytes(dir)).join(program);
+        let seen_from_here = match cwd {
+            Some(cwd) if candidate.is_relative() => cwd.join(&candidate),
+            _ => candidate.clone(),
+        };
+        match is_executable_file(&seen_from_here) {
+            Some(true) => return Ok(candidate),
+            Some(false) => saw_unexecutable = true,
+            None => {}
+        }
+    }
+    let errno = if saw_unexecutable {
+        libc::EACCES
+    } else {
+        libc::ENOENT
+    };
+    Err(SpawnError::os(
+        io::Error::from_raw_os_error(errno),
+        Stage::Resolve,
+    ))
+}
+
+/// Moves an fd to number 3 or above, so that dup2 onto 0..2 in the child
+/// cannot overwrite another source (possible when the parent's own stdio is
+/// closed and `open` hands out 0..2).
+fn above_stdio(fd: OwnedFd) -> Result<OwnedFd, SpawnError> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    // SAFETY: F_DUPFD_CLOEXEC duplicates a valid fd to the lowest free >= 3.
+    let new = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+    if new < 0 {
+        return Err(SpawnError::os(io::Error::last_os_error(), Stage::Stdio));
+    }
+    // SAFETY: the fd was just created for us.
+    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+}
+
+/// What the child's fd 0, 1 or 2 becomes.
+pub enum ChildFd {
+    /// The parent's own fd of that number.
+    Inherit,
+    /// Opened for this child; closed in the parent right after the spawn.
+    Owned(OwnedFd),
+    /// Process-wide and kept open ('ignore': the shared /dev/null).
+    Shared(RawFd),
+}
+
+impl ChildFd {
+    pub(super) fn raw(&self) -> RawFd {
+        match self {
+            ChildFd::Inherit => -1,
+            ChildFd::Owned(fd) => fd.as_raw_fd(),
+            ChildFd::Shared(fd) => *fd,
+        }
+    }
+}
+
+/// One /dev/null (read-write, close-on-exec) for every 'ignore', opened on
+/// first use: saves an open and a close per stdio slot per spawn.
+fn dev_null() -> Result<RawFd, SpawnError> {
+    static DEV_NULL: OnceLock<OwnedFd> = OnceLock::new();
+    if let Some(fd) = DEV_NULL.get() {
+        return Ok(fd.as_raw_fd());
+    }
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+        .map_err(|e| SpawnError::os(e, Stage::Stdio))?;
+    let fd = above_stdio(f.into())?;
+    Ok(DEV_NULL.get_or_init(|| fd).as_raw_fd())
+}
+
+/// Opens what the child's fd `n` will be. Returns (child end, parent end).
+/// Every fd is opened close-on-exec, so a pipe end never leaks into another
+/// child spawned meanwhile (by us or by `child_process`).
+fn open_stdio(n: usize, spec: &Stdio) -> Result<(ChildFd, Option<OwnedFd>), SpawnError> {
+    let stdio_err = |e: io::Error| SpawnError::os(e, Stage::Stdio);
+    match spec {
+        Stdio::Inherit => Ok((ChildFd::Inherit, None)),
+        Stdio::Ignore => Ok((ChildFd::Shared(dev_null()?), None)),
+        Stdio::Pipe => {
+            let (r, w) = io::pipe().map_err(stdio_err)?;
+            let (r, w): (OwnedFd, OwnedFd) = (r.into(), w.into());
+            if n == 0 {
+                Ok((ChildFd::Owned(above_stdio(r)?), Some(w)))
+            } else {
+                Ok((ChildFd::Owned(above_stdio(w)?), Some(r)))
+            }
+        }
+        Stdio::File { path, append } => {
+            let fd = open_file(n, path, *append).map_err(|(err, reason)| SpawnError::File {
+                fd: n,
+                err,
+                reason,
+            })?;
+            Ok((ChildFd::Owned(above_stdio(fd)?), None))
+        }
+    }
+}
+
+/// Opens a caller's file for the child's fd `n` (0 reads, 1 and 2 write)
+/// without ever waiting: `O_NONBLOCK` makes `open` return at once where it
+/// would sleep. That is a FIFO without a peer (a reader end then opens
+/// anyway; a writer end fails ENXIO), a serial line waiting for carrier, or
+/// a file under a lease that the truncation would break (EAGAIN instead of
+/// waiting out the lease holder). `O_NOCTTY`: a terminal opened here must
+/// not become the controlling terminal of this process.
+///
+/// The flag is cleared again once open: the child gets the blocking fd a
+/// shell's redirection gives it, whatever the file type.
+fn open_file(
+    n: usize,
+    path: &Path,
+    append: bool,
+) -> Result<OwnedFd, (io::Error, Option<&'static str>)> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let mut opts = std::fs::OpenOptions::new();
+    opts.custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+    if n == 0 {
+        opts.read(true);
+    } else if append {
+        opts.append(true).create(true);
+    } else {
+        opts.write(true).create(true).truncate(true);
+    }
+    let file = match opts.open(path) {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+            // ENXIO from open means one of a few things: say which.
+            let reason = match std::fs::metadata(path).map(|m| m.file_type()) {
+                Ok(t) if t.is_fifo() => Some("no process has the FIFO open for reading"),
+                Ok(t) if t.is_socket() => Some("a socket cannot be opened as a file"),
+                _ => None,
+            };
+            return Err((e, reason));
+        }
+        Err(e) => return Err((e, None)),
+    };
+    let meta = file.metadata().map_err(|e| (e, None))?;
+    if meta.is_dir() {
+        // Reading opens a directory fine, but the child could only fail on it.
+        return Err((io::Error::from_raw_os_error(libc::EISDIR), None));
+    }
+    let fd = OwnedFd::from(file);
+    // SAFETY: F_GETFL on an fd we own.
+    let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+    if flags < 0 {
+        return Err((io::Error::last_os_error(), None));
+    }
+    // SAFETY: F_SETFL on an fd we own, with flags read from it.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+        return Err((io::Error::last_os_error(), None));
+    }
+    Ok(fd)
+}
+
+/// Clears `O_NONBLOCK` on fd `fd` (one of the child's 0..2), as libuv does
+/// for every `child_process` child. The flag lives on the open file
+/// description, which an inherited stdio shares with Node: Node keeps its
+/// own pipes and sockets non-blocking, and a program handed such a stdout
+/// (`seq`, `cat`, most of C) fails with EAGAIN on the first full pipe
+/// instead of waiting for its reader. Clearing it changes Node's copy too,
+/// exactly as `child_process.spawn` does; libuv copes with a blocking fd.
+///
+/// Async-signal-safe (two `fcntl`s, no allocation): the Linux child calls it
+/// between `clone` and `execve`. A closed fd (EBADF) is left alone.
+pub(super) fn make_blocking(fd: RawFd) {
+    // SAFETY: F_GETFL on an fd number only reads the description's flags.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags >= 0 && flags & libc::O_NONBLOCK != 0 {
+        // SAFETY: F_SETFL with the flags just read, less O_NONBLOCK.
+        unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) };
+    }
+}
+
+/// `key=value` C strings of `vars`, in order; a key must be non-empty and
+/// without `=`, and nothing may hold a NUL byte.
+fn envp_of(vars: &[(OsString, OsString)]) -> Result<Vec<CString>, SpawnError> {
+    let mut envp = Vec::with_capacity(vars.len());
+    for (k, v) in vars {
+        let (k, v) = (k.as_bytes(), v.as_bytes());
+        if k.is_empty() || k.contains(&b'=') {
+            return Err(SpawnError::Invalid(format!(
+                "env key {:?} must be non-empty and must not contain '='",
+                String::from_utf8_lossy(k)
+            )));
+        }
+        let entry = [k, b"=", v].concat();
+        envp.push(
+            CString::new(entry)
+                .map_err(|_| SpawnError::Invalid("env must not contain NUL bytes".into()))?,
+        );
+    }
+    Ok(envp)
+}
+
+/// This process's environment as it is now: each `environ` entry copied
+/// into a C string as it is (one allocation an entry, where owned pairs
+/// and then `key=value` strings took three), as libuv passes `environ` to
+/// a child without `env`.
+///
+/// Read as `std::env::vars_os` reads it: std's lock around that read only
+/// orders it against std's own `set_var` in this library (there is none);
+/// Node's `process.env` writes are made on the JS thread, which is the one
+/// spawning here, or by a worker under `SHARE_ENV`, which neither guards.
+#[cfg(target_os = "linux")]
+fn inherited_envp() -> Result<Vec<CString>, SpawnError> {
+    extern "C" {
+        static environ: *const *const libc::c_char;
+    }
+    // SAFETY: reads the pointer's value; `environ` is NULL or a
+    // NULL-terminated array of NUL-terminated strings (see above for who
+    // may change it meanwhile).
+    let base = unsafe { environ };
+    let mut envp = Vec::new();
+    if base.is_null() {
+        return Ok(envp);
+    }
+    loop {
+        // SAFETY: `base` is NULL-terminated and every index before this one
+        // held an entry, so `base + envp.len()` is within the array.
+        let entry = unsafe { *base.add(envp.len()) };
+        if entry.is_null() {
+            return Ok(envp);
+        }
+        // SAFETY: each entry is a NUL-terminated string, copied at once.
+        envp.push(unsafe { std::ffi::CStr::from_ptr(entry) }.to_owned());
+    }
+}
+
+/// Elsewhere (macOS: `environ` is not for a library to link against) through std.
+#[cfg(not(target_os = "linux"))]
+fn inherited_envp() -> Result<Vec<CString>, SpawnError> {
+    envp_of(&std::env::vars_os().collect::<Vec<_>>())
+}
+
+/// The parent's ends: stdio pipes and the notify pipe's read end.
+pub(super) type ParentEnds = ([Option<OwnedFd>; 3], Option<OwnedFd>);
+
+pub(super) fn prepare(cmd: &Command) -> Result<(Prepared, ParentEnds), SpawnError> {
+    if cmd.program.is_empty() {
+        return Err(SpawnError::Invalid(
+            "command must be a non-empty string".into(),
+        ));
+    }
+    let mut argv = vec![match &cmd.argv0 {
+        Some(a) => cstring(a, "argv0")?,
+        None => cstring(&cmd.program, "command")?,
+    }];
+    for a in &cmd.args {
+        argv.push(cstring(a, "args")?);
+    }
+    let envp = match &cmd.env {
+        Environment::Set(vars) => envp_of(vars)?,
+        Environment::Inherit => inherited_envp()?,
+    };
+    let cwd = match &cmd.cwd {
+        Some(dir) => {
+            let meta = std::fs::metadata(dir).map_err(|e| SpawnError::os(e, Stage::Cwd))?;
+            if !meta.is_dir() {
+                return Err(SpawnError::os(
+                    io::Error::from_raw_os_error(libc::ENOTDIR),
+                    Stage::Cwd,
+                ));
+            }
+            Some(
+                CString::new(dir.as_os_str().as_bytes())
+                    .map_err(|_| SpawnError::Invalid("cwd must not contain NUL bytes".into()))?,
+            )
+        }
+        None => None,
+    };
+    let path = resolve(&cmd.program, &envp, cmd.cwd.as_deref())?;
+    let path = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| SpawnError::Invalid("command must not contain NUL bytes".into()))?;
+    let mut child_stdio: [ChildFd; 3] = [ChildFd::Inherit, ChildFd::Inherit, ChildFd::Inherit];
+    let mut pipes: [Option<OwnedFd>; 3] = [None, None, None];
+    for n in 0..3 {
+        let (child, parent) = open_stdio(n, &cmd.stdio[n])?;
+        child_stdio[n] = child;
+        pipes[n] = parent;
+    }
+    let (notify, notify_read) = match cmd.notify_fd {
+        None => (None, None),
+        Some(target) if target < 3 => {
+            return Err(SpawnError::Invalid(format!(
+                "notifyFd must be 3 or above (0..2 are stdio), got {target}"
+            )))
+        }
+        Some(target) => {
+            let (r, w) = io::pipe().map_err(|e| SpawnError::os(e, Stage::Stdio))?;
+            (Some((above_stdio(w.into())?, target)), Some(r.into()))
+        }
+    };
+    Ok((
+        Prepared {
+            path,
+            argv,
+            envp,
+            cwd,
+            child_stdio,
+            process_group: cmd.process_group,
+            death_signal: cmd.death_signal,
+            notify,
+            uid: cmd.uid,
+            gid: cmd.gid,
+            umask: cmd.umask,
+            new_session: cmd.new_session,
+            ignore_stop_signals: cmd.ignore_stop_signals,
+            cgroup: cmd.cgroup.clone(),
+            parent_pid: Pid::current(),
+        },
+        (pipes, notify_read),
+    ))
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    fn env() -> Vec<(OsString, OsString)> {
+        vec![("PATH".into(), "/usr/bin:/bin".into())]
+    }
+
+    /// `vars` as the child's C strings.
+    fn envp(vars: Vec<(OsString, OsString)>) -> Vec<CString> {
+        envp_of(&vars).unwrap()
+    }
+
+    /// `program args…` leading a group of its own, stdio ignored, nothing
+    /// else asked for.
+    pub(crate) fn command(program: &str, args: Vec<String>) -> Command {
+        Command {
+            program: program.into(),
+            args,
+            env: Environment::Set(env()),
+            cwd: None,
+            stdio: [Stdio::Ignore, Stdio::Ignore, Stdio::Ignore],
+            process_group: true,
+            death_signal: None,
+            notify_fd: None,
+            uid: None,
+            gid: None,
+            umask: None,
+            argv0: None,
+            new_session: false,
+            ignore_stop_signals: false,
+            cgroup: None,
+        }
+    }
+
+    #[test]
+    fn resolves_through_path() {
+        let p = resolve("sh", &envp(env()), None).unwrap();
+        assert!(p.ends_with("sh"));
+        assert!(p.is_absolute());
+    }
+
+    #[test]
+    fn missing_command_is_enoent_before_any_process() {
+        match resolve("procward-no-such-command", &envp(env()), None) {
+            Err(SpawnError::Os { err, at, syscall }) => {
+                assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
+                assert_eq!((at, syscall), (At::Spawn, Stage::Resolve.syscall()));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A scratch directory, removed when dropped.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(name: &str) -> Scratch {
+            let dir = std::env::temp_dir().join(format!("procward-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            Scratch(dir)
+        }
+
+        fn executable(&self, rel: &str) -> PathBuf {
+            use std::os::unix::fs::PermissionsExt;
+            let path = self.0.join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+            path
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn path_env(path: &str) -> Vec<(OsString, OsString)> {
+        vec![("PATH".into(), path.into())]
+    }
+
+    #[test]
+    fn relative_path_entries_stay_relative_to_the_childs_cwd() {
+        let s = Scratch::new("resolve");
+        s.executable("work/bin/tool");
+        // The child runs `bin/tool` after its chdir to .../work; the check
+        // here found it at .../work/bin/tool.
+        let work = s.0.join("work");
+        let p = resolve("tool", &envp(path_env("bin:/usr/bin")), Some(&work)).unwrap();
+        assert_eq!(p, PathBuf::from("bin/tool"));
+        // An empty entry is the child's cwd.
+        s.executable("work/tool2");
+        let p = resolve("tool2", &envp(path_env("/usr/bin:")), Some(&work)).unwrap();
+        assert_eq!(p, PathBuf::from("./tool2"));
+        // Not there from the child's cwd: not found, wherever we are.
+        assert!(resolve("tool", &envp(path_env("bin")), Some(&s.0)).is_err());
+        // Absolute entries are absolute whatever the cwd.
+        let p = resolve("sh", &envp(path_env("/bin")), Some(&work)).unwrap();
+        assert_eq!(p, PathBuf::from("/bin/sh"));
+    }
+
+    #[test]
+    fn the_first_path_wins_and_a_missing_one_is_glibcs_default() {
+        let mut env = path_env("/nonexistent");
+        env.push(("PATH".into(), "/usr/bin:/bin".into()));
+        assert!(resolve("sh", &envp(env), None).is_err());
+        let p = resolve("sh", &[], None).unwrap();
+        assert_eq!(p, PathBuf::from("/bin/sh"));
+    }
+
+    #[test]
+    fn a_fifo_opens_without_waiting_and_the_fd_is_blocking() {
+        let s = Scratch::new("fifo");
+        let fifo = s.0.join("f");
+        let c = CString::new(fifo.as_os_str().as_bytes()).unwrap();
+        // SAFETY: mkfifo takes a NUL-terminated path we own.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // No writer: a reader end opens anyway, and is blocking for the child.
+        let fd = open_file(0, &fifo, false).unwrap();
+        // SAFETY: F_GETFL on an fd we own.
+        let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+        assert_eq!(flags & libc::O_NONBLOCK, 0);
+        drop(fd);
+        // No reader: a writer end is ENXIO, explained.
+        let (err, reason) = open_file(1, &fifo, false).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENXIO));
+        assert_eq!(reason, Some("no process has the FIFO open for reading"));
+        // A directory is no stdin.
+        let (err, _) = open_file(0, &s.0, false).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EISDIR));
+    }
+
+    #[test]
+    fn an_inherited_environment_is_this_processs_as_it_is() {
+        let c = Command {
+            env: Environment::Inherit,
+            ..command("sh", vec![])
+        };
+        let (prepared, _) = prepare(&c).unwrap();
+        let expected: Vec<Vec<u8>> = std::env::vars_os()
+            .map(|(k, v)| [k.as_bytes(), b"=", v.as_bytes()].concat())
+            .collect();
+        let got: Vec<Vec<u8>> = prepared
+            .envp
+            .iter()
+            .map(|e| e.as_bytes().to_vec())
+            .collect();
+        assert_eq!(got, expected);
+        // The PATH lookup reads the same entries.
+        assert!(prepared.path.as_bytes().ends_with(b"/sh"));
+    }
+
+    #[test]
+    fn rejects_nul_and_bad_env_keys() {
+        let base = command("true", vec![]);
+        let mut c = base.clone();
+        c.args.push("a\0b".into());
+        assert!(matches!(prepare(&c), Err(SpawnError::Invalid(_))));
+        let mut c = base.clone();
+        c.env = Environment::Set(vec![("A=B".into(), "x".into())]);
+        assert!(matches!(prepare(&c), Err(SpawnError::Invalid(_))));
+        let mut c = base.clone();
+        c.program = String::new();
+        assert!(matches!(prepare(&c), Err(SpawnError::Invalid(_))));
+    }
+}
