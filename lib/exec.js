@@ -17,6 +17,13 @@ const { abortError } = validate
 const EXEC_ERROR_BRAND = Symbol.for('procward.execError')
 
 const MAX_BUFFER_DEFAULT = 64 * 1024 * 1024
+/**
+ * The longest string this runtime can make (V8: 2^29 - 24 UTF-16 units,
+ * about 512 MiB). Each UTF-8 byte decodes to at most one unit, so text
+ * output is kept to this many bytes whatever maxBuffer says: past it the
+ * decode would throw (ERR_STRING_TOO_LONG) and the run's result be lost.
+ */
+const { MAX_LENGTH: MAX_BYTES, MAX_STRING_LENGTH: MAX_STRING } = require('node:buffer').constants
 const OUTPUTS = ['pipe', 'inherit', 'ignore']
 const ENCODINGS = ['utf8', 'buffer']
 
@@ -73,6 +80,9 @@ function execOptions(options) {
     reject: validate.optionalBoolean(reject, 'options.reject') ?? true,
     signal: validate.optionalAbortSignal(signal, 'options.signal'),
   }
+  // What is kept of each stream: maxBuffer, and no more than a string (for
+  // text) or a Buffer (bytes: 4 GiB on Node 20) can hold.
+  o.keep = Math.min(o.maxBuffer, o.encoding === 'buffer' ? MAX_BYTES : MAX_STRING)
   o.spawn = { ...spawn, stdio: [o.input === undefined ? 'ignore' : 'pipe', o.stdout, o.stderr] }
   return o
 }
@@ -102,12 +112,19 @@ function isExecError(err) {
 }
 
 /** What went wrong with a finished run, or null when it succeeded. */
-function failure(result, maxBuffer, timeout, overflowed, abortReason) {
+function failure(result, o, overflowed, abortReason) {
   const cmd = commandLine(result.command, result.args)
   if (result.aborted) return ['ABORT_ERR', `exec ${cmd}: aborted`, abortReason]
-  if (result.timedOut) return ['ERR_EXEC_TIMEOUT', `exec ${cmd}: timed out after ${timeout} ms`]
+  if (result.timedOut) return ['ERR_EXEC_TIMEOUT', `exec ${cmd}: timed out after ${o.timeout} ms`]
   if (result.maxBufferExceeded) {
-    return ['ERR_EXEC_MAX_BUFFER', `exec ${cmd}: ${overflowed} exceeded maxBuffer (${maxBuffer} bytes)`]
+    let why = `maxBuffer (${o.maxBuffer} bytes)`
+    if (o.keep < o.maxBuffer) {
+      why =
+        o.encoding === 'buffer'
+          ? `the largest Buffer this runtime can make (${o.keep} bytes)`
+          : `the longest string this runtime can make (${o.keep} bytes; encoding: 'buffer' keeps more)`
+    }
+    return ['ERR_EXEC_MAX_BUFFER', `exec ${cmd}: ${overflowed} exceeded ${why}`]
   }
   if (result.signal !== null) return ['ERR_EXEC_FAILED', `exec ${cmd}: killed by ${result.signal}`]
   if (result.code !== 0) return ['ERR_EXEC_FAILED', `exec ${cmd}: exit code ${result.code}`]
@@ -224,8 +241,8 @@ async function exec(command, args, options) {
     if (proc.exitInfo !== null) stream.destroy()
     else stopAll('maxBuffer')
   }
-  const out = capture(proc.stdout, o.maxBuffer, overflow('stdout', proc.stdout))
-  const err = capture(proc.stderr, o.maxBuffer, overflow('stderr', proc.stderr))
+  const out = capture(proc.stdout, o.keep, overflow('stdout', proc.stdout))
+  const err = capture(proc.stderr, o.keep, overflow('stderr', proc.stderr))
 
   // After the leader's exit (its group swept), only an escaped process can
   // still hold a pipe open; a timeout or an abort then stops waiting for it.
@@ -320,7 +337,7 @@ async function exec(command, args, options) {
     elapsedMs: performance.now() - started,
     stop,
   }
-  const failed = failure(result, o.maxBuffer, o.timeout, overflowed, abortReason)
+  const failed = failure(result, o, overflowed, abortReason)
   if (failed === null || !o.reject) return result
   throw new ExecError(failed[0], failed[1], result, failed[2])
 }

@@ -59,7 +59,10 @@ export interface ExecOptions extends Omit<SpawnSupervisedOptions, 'stdio'> {
   /**
    * Bytes kept per stream (default 64 MiB, `Infinity` for no bound). One
    * byte more: the output is cut at exactly `maxBuffer` bytes, the child's
-   * group stopped and the run rejected with `ERR_EXEC_MAX_BUFFER`.
+   * group stopped and the run rejected with `ERR_EXEC_MAX_BUFFER`. Text
+   * output is kept to the longest string the runtime can make
+   * (`buffer.constants.MAX_STRING_LENGTH`, about 512 MiB) whatever this
+   * says; `encoding: 'buffer'` to `buffer.constants.MAX_LENGTH` bytes.
    */
   maxBuffer?: number | undefined
   /** Default 'utf8': the output as strings; 'buffer': as bytes. */

@@ -372,10 +372,18 @@ describe('bad input: exit 2 naming it, nothing started', () => {
     await refused(['run', '--umask', '0999'], /--umask must be an octal mode mask/)
     // In the words given, and read no further than systemd reads one.
     await refused(['run', '--environment-file', bad], /^procward run: --environment-file .*bad\.env:2: "export B"/)
+    // Only a regular file: /dev/zero would be read on and on; a FIFO with no
+    // writer would hang open(2) (as PID 1, until a SIGKILL).
     await refused(
       ['run', '--environment-file', '/dev/zero'],
-      /^procward run: --environment-file \/dev\/zero: is larger than 64 MiB/,
+      /^procward run: --environment-file \/dev\/zero: is a character device, not a regular file$/,
     )
+    const fifo = join(dir, 'fifo.env')
+    spawnSync('mkfifo', [fifo])
+    await refused(['run', '--environment-file', fifo], /--environment-file .*fifo\.env: is a FIFO, not a regular file$/)
+    const bom = join(dir, 'bom.env')
+    writeFileSync(bom, '\uFEFFA=1\n')
+    await refused(['run', '--environment-file', bom], /bom\.env:1: starts with a byte-order mark \(U\+FEFF/)
     await refused(['run', '--environment-file', join(dir, 'nope.env')], /--environment-file .*nope\.env: no such file/)
     await refused(['run', '--env', 'NOEQUALS'], /^procward run: --env NOEQUALS: KEY=VALUE expected$/)
     await refused(['run', '--env', '1X=2'], /"1X" is not a variable name/)
@@ -387,9 +395,8 @@ describe('bad input: exit 2 naming it, nothing started', () => {
     const dir = tempDir()
     for (const [file, why] of [
       [join(dir, 'missing.env'), 'no such file or directory'],
-      [dir, 'is a directory'],
-      // A file without an end is read no further than systemd reads one.
-      ['/dev/zero', 'is larger than 64 MiB, the most systemd reads'],
+      [dir, 'is a directory, not a regular file'],
+      ['/dev/zero', 'is a character device, not a regular file'],
     ] as const) {
       const p = others.spawn(NODE, ['--', CLI, 'run', '--env-file', file, '--', 'sh', '-c', 'echo ran'], {
         stdio: ['ignore', 'pipe', 'pipe'],

@@ -438,3 +438,28 @@ it('leaves no fd behind, whether a run completes, fails or times out', async () 
   await exec('sleep', ['100'], { timeout: 20, reject: false })
   expect(await fdsLeftSince(before)).toEqual([])
 })
+
+describe('exec past the longest string', () => {
+  const { MAX_STRING_LENGTH } = require('node:buffer').constants as { MAX_STRING_LENGTH: number }
+  // 600 MiB of text where a string holds about 512 MiB: the run still ends in
+  // an ExecError or a result (was a plain Error ERR_STRING_TOO_LONG, or a
+  // TypeError from the decoder, the result lost).
+  const big = ['-c', 'head -c 629145600 /dev/zero | tr "\\0" a']
+  it.skipIf(MAX_STRING_LENGTH > 600 * 1024 * 1024)(
+    'maxBuffer: Infinity, text: cut at the string limit, ERR_EXEC_MAX_BUFFER saying so; reject: false keeps the result',
+    async () => {
+      const err = await exec('sh', big, { maxBuffer: Number.POSITIVE_INFINITY }).catch((e: unknown) => e)
+      expect(isExecError(err)).toBe(true)
+      const e = err as ExecError
+      expect(e.code).toBe('ERR_EXEC_MAX_BUFFER')
+      expect(e.message).toMatch(/stdout exceeded the longest string this runtime can make/)
+      expect(e.result.maxBufferExceeded).toBe(true)
+      expect(e.result.stdout.length).toBe(MAX_STRING_LENGTH)
+      const r = await exec('sh', big, { maxBuffer: 600 * 1024 * 1024, reject: false })
+      expect(r.maxBufferExceeded).toBe(true)
+      expect(r.stdout.length).toBe(MAX_STRING_LENGTH)
+      expect(r.stdout.endsWith('aaaa')).toBe(true)
+    },
+    120_000,
+  )
+})

@@ -204,21 +204,42 @@ function decode(bytes) {
 
 /** An environment file's text → its variables (throws EnvFileError). */
 function parseEnvFile(bytes) {
-  return checkAssignments(parseEnvText(typeof bytes === 'string' ? bytes : decode(bytes)))
+  const text = typeof bytes === 'string' ? bytes : decode(bytes)
+  // An editor's byte-order mark would make the first key "\uFEFFKEY", shown
+  // as a name that looks right and is refused: say what it is.
+  if (text.startsWith('\uFEFF')) {
+    throw new EnvFileError('starts with a byte-order mark (U+FEFF, bytes EF BB BF): save it as UTF-8 without one', 1)
+  }
+  return checkAssignments(parseEnvText(text))
 }
 
 /** The most an environment file may hold: systemd's READ_FULL_BYTES_MAX (64 MiB - 1). */
 const MAX_BYTES = 64 * 1024 * 1024 - 1
 
+/** What a file that is not a regular one is, for the message. */
+function kindOf(st) {
+  if (st.isFIFO()) return 'a FIFO'
+  if (st.isDirectory()) return 'a directory'
+  if (st.isCharacterDevice()) return 'a character device'
+  if (st.isBlockDevice()) return 'a block device'
+  if (st.isSocket()) return 'a socket'
+  return 'neither a regular file nor a directory'
+}
+
 /**
- * `file`'s bytes, but no more than MAX_BYTES + 1 of them: a file without
- * an end (/dev/zero, a FIFO that is written on and on) is read no further
- * than that, as systemd's read_full_stream reads it.
+ * `file`'s bytes, but no more than MAX_BYTES + 1 of them (a file that grows
+ * as it is read stops there, as systemd's read_full_stream stops). Only a
+ * regular file: opened without blocking (a FIFO with no writer would hang
+ * open(2), as PID 1 until a SIGKILL), then refused unless fstat says it is
+ * one (a FIFO, /dev/zero, a directory), as the lock and the state reader
+ * refuse them.
  */
 function readBounded(file) {
   const fs = require('node:fs')
-  const fd = fs.openSync(file, 'r')
+  const fd = fs.openSync(file, fs.constants.O_RDONLY | (fs.constants.O_NONBLOCK ?? 0))
   try {
+    const st = fs.fstatSync(fd)
+    if (!st.isFile()) throw new EnvFileError(`is ${kindOf(st)}, not a regular file`)
     const chunks = []
     let total = 0
     while (total <= MAX_BYTES) {
