@@ -153,6 +153,28 @@ function lockedError(path) {
   return brand(err)
 }
 
+// ---- the file going away --------------------------------------------------------
+
+/** The signal's reason when the path no longer names the locked file. */
+function lostError(path, how) {
+  const what = how === 'replaced' ? 'replaced by another file' : 'removed (or renamed away, or its directory removed)'
+  const err = new Error(
+    `the lock file ${path} was ${what} while held: the path no longer names the locked file, so another process can lock the file there now`,
+  )
+  err.code = 'ERR_PROCWARD_LOCK_LOST'
+  err.path = path
+  return brand(err)
+}
+
+/** No watch could be had (out of fds, or of inotify instances or watches): said, not thrown. */
+function unwatched(path, err) {
+  const why = pathError(err, path)
+  process.emitWarning(
+    `procward: the lock on ${path} is not watched, and its signal will not abort if the file goes away: ${why.message}`,
+    { code: 'PROCWARD_LOCK_UNWATCHED' },
+  )
+}
+
 // ---- the lock -------------------------------------------------------------------
 
 class ProcessLock {
@@ -161,6 +183,7 @@ class ProcessLock {
   #holder
   #reclaimedFrom
   #released = false
+  #controller = null
 
   /** @internal Use acquireLock() or tryLock(). */
   constructor(internal, handle, path) {
@@ -191,7 +214,37 @@ class ProcessLock {
     return this.#released
   }
 
-  /** Truncates the record, then unlocks. Idempotent. */
+  /**
+   * Aborts when the path no longer names the locked file while it is held.
+   * The kernel watches from the first read of `signal` on (a lock nobody
+   * asks costs no watch); a file already gone by then aborts it at once.
+   */
+  get signal() {
+    if (this.#controller === null) {
+      this.#controller = new AbortController()
+      if (!this.#released) this.#watch()
+    }
+    return this.#controller.signal
+  }
+
+  #watch() {
+    let w
+    try {
+      w = this.#native.watch((how) => this.#lost(how))
+    } catch (err) {
+      // The callback's own set-up (napi): as a failed watch.
+      w = { state: 'failed', error: err }
+    }
+    if (w.state === 'gone') this.#lost(w.how)
+    else if (w.state === 'failed') unwatched(this.#path, w.error)
+  }
+
+  #lost(how) {
+    if (this.#released || this.#controller.signal.aborted) return
+    this.#controller.abort(lostError(this.#path, how))
+  }
+
+  /** Truncates the record, then unlocks. Idempotent. Ends the watch; the signal stays as it is. */
   release() {
     if (this.#released) return
     this.#released = true

@@ -29,7 +29,8 @@ export declare function lockPath(dir: string, name: string): string
  * file is procward's: empty or a record — acquiring overwrites it and
  * `release()` empties it, so never lock a data file itself. It must not be
  * removed or replaced while held: the next acquirer then takes what the path
- * names now, and the old holder's lock no longer counts. A lock ends with `release()` or with its process or worker
+ * names now, and the old holder's lock no longer counts (`lock.signal`
+ * aborts). A lock ends with `release()` or with its process or worker
  * thread, never with a garbage collection.
  *
  * Linux and macOS take it with `flock`; Windows with `LockFileEx` (an
@@ -139,7 +140,26 @@ export declare class ProcessLock {
    */
   readonly reclaimedFrom: LockHolder | null
   readonly released: boolean
-  /** Truncates the record, then unlocks. Idempotent. */
+  /**
+   * Aborts when the path no longer names the locked file while it is held:
+   * the file removed, renamed away, or replaced by a rename over it, or its
+   * directory removed or renamed (a systemd unit's `RuntimeDirectory=` on
+   * stop and restart). Another process can then lock the file the path
+   * names now, so the work this lock guards must stop. The reason is an
+   * `Error` with `code: 'ERR_PROCWARD_LOCK_LOST'`, `path`, and a message
+   * naming the path.
+   *
+   * Watched by the kernel (Linux: inotify; macOS: kqueue, which does not
+   * see the directory renamed), not polled, from the first read of
+   * `signal` on: a file already gone by then aborts it at once. One inotify
+   * fd serves every watched lock of a process. A watch never keeps the
+   * process alive and ends with `release()`, after which the signal never
+   * aborts. Not watched on Windows (never aborts), nor where no watch can
+   * be had (no fd or inotify watch left): then a warning
+   * `PROCWARD_LOCK_UNWATCHED` names the path, and the signal never aborts.
+   */
+  readonly signal: AbortSignal
+  /** Truncates the record, then unlocks. Idempotent. Ends the signal's watch. */
   release(): void
   /** `release()` */
   [Symbol.dispose](): void

@@ -1,5 +1,6 @@
 //! The lock's napi surface: `lockTry`, `lockWait`, `lockRead`,
-//! `lockHolderRunning` and the `NativeLock` handle, over `crate::lock`
+//! `lockHolderRunning` and the `NativeLock` handle (with its `watch` for
+//! the file going away), over `crate::lock`
 //! (`flock` on Unix, `LockFileEx` on Windows, where `mode` and
 //! `allowNetworkFs` have no effect). `lib/lock.js` builds `acquireLock`,
 //! `tryLock`, `readLock` and `ProcessLock` on them (validation, record
@@ -15,7 +16,9 @@ use napi_derive::napi;
 
 use super::convert::{info_err, to_pid};
 use super::errors::{throw, JsErr, Res};
-use crate::lock::{self, Acquired, Cancel, LockFile, OpenError, Try, WaitEnd, Waiter};
+use crate::lock::{
+    self, Acquired, Cancel, Gone, LockFile, OpenError, Try, WaitEnd, Waiter, Watching,
+};
 
 /// A refusal of ours, dressed as the errno that says it best, with our own
 /// words for it.
@@ -157,7 +160,42 @@ impl NativeLock {
         }
     }
 
-    /// Truncates the record and unlocks. Idempotent; never throws.
+    /// Watches for the path no longer naming the locked file (removed,
+    /// renamed away or over, its directory removed). Then `onGone` gets
+    /// 'removed' or 'replaced', once, on this thread, without holding the
+    /// event loop open; never after `release()`.
+    #[napi]
+    pub fn watch(&self, on_gone: Function<String, ()>) -> Result<NativeWatch> {
+        let callback: GoneCallback = on_gone
+            .build_threadsafe_function()
+            .weak::<true>()
+            .callee_handled::<false>()
+            .build()?;
+        let on_gone: lock::OnGone = Box::new(move |how: Gone| {
+            callback.call(
+                how.as_str().to_owned(),
+                ThreadsafeFunctionCallMode::NonBlocking,
+            );
+        });
+        let watching = match guard(&self.held).as_mut() {
+            Some(a) => a.lock.watch(on_gone),
+            None => Watching::Unsupported,
+        };
+        let (state, how, error) = match watching {
+            Watching::Started => ("watching", None, None),
+            Watching::Gone(how) => ("gone", Some(how.as_str().to_owned()), None),
+            Watching::Failed { err, op } => ("failed", None, Some(ErrorValue(JsErr::os(&err, op)))),
+            Watching::Unsupported => ("unsupported", None, None),
+        };
+        Ok(NativeWatch {
+            state: state.to_owned(),
+            how,
+            error,
+        })
+    }
+
+    /// Truncates the record and unlocks (ending a watch). Idempotent; never
+    /// throws.
     #[napi]
     pub fn release(&self) {
         if let Some(a) = guard(&self.held).as_mut() {
@@ -229,6 +267,21 @@ impl ToNapiValue for ErrorValue {
 }
 
 type WaitCallback = ThreadsafeFunction<NativeWaitEnd, (), NativeWaitEnd, Status, false>;
+
+/// Weak: a watched lock does not keep its process alive.
+type GoneCallback = ThreadsafeFunction<String, (), String, Status, false, true>;
+
+#[napi(object, object_from_js = false)]
+pub struct NativeWatch {
+    /// 'watching' | 'gone' (already: `onGone` will not be called) |
+    /// 'failed' | 'unsupported' (Windows)
+    pub state: String,
+    /// For 'gone': 'removed' | 'replaced'.
+    pub how: Option<String>,
+    /// For 'failed': what failed (EMFILE, ENOSPC: out of inotify watches).
+    #[napi(ts_type = "Error")]
+    pub error: Option<ErrorValue>,
+}
 
 /// Waits for the lock on a thread of its own; `on_done` gets the end once.
 /// The pending callback keeps the event loop alive, as a pending timer would.

@@ -1,7 +1,10 @@
 //! A file lock whose holder is a process: the same types and functions on
 //! every OS. `unix`: an exclusive `flock(2)`, waited for on a thread of its
 //! own; `windows`: `LockFileEx` on the file's last byte. The holder writes
-//! its record (JSON) into the file; a clean release truncates it.
+//! its record (JSON) into the file; a clean release truncates it. A held
+//! lock can be watched for its file going away ([`HeldLock::watch`]: the
+//! path no longer names the locked file, so another process can lock the
+//! file the path names now).
 
 #[cfg(unix)]
 mod unix;
@@ -80,6 +83,44 @@ pub enum Try {
     /// probe that was preempted, or another program's shared lock. A caller
     /// that may wait a little does so in the kernel ([`wait`]). (Unix only.)
     SharedOnly,
+}
+
+/// How the path stopped naming the locked file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gone {
+    /// Nothing at the path: removed, renamed away, or its directory removed
+    /// or renamed.
+    Removed,
+    /// Another file at the path: a rename over it, or removed and made anew.
+    Replaced,
+}
+
+impl Gone {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Gone::Removed => "removed",
+            Gone::Replaced => "replaced",
+        }
+    }
+}
+
+/// Called once, on another thread, when a watched lock's path no longer
+/// names its file.
+pub type OnGone = Box<dyn FnOnce(Gone) + Send>;
+
+/// What [`HeldLock::watch`] started.
+pub enum Watching {
+    /// The kernel reports a change; `on_gone` runs when the path is seen no
+    /// longer to name the file, and never after a release.
+    Started,
+    /// The path no longer names the file already (`on_gone` is dropped, not
+    /// called).
+    Gone(Gone),
+    /// No watch could be had (out of fds or inotify watches); the call
+    /// that failed.
+    Failed { err: io::Error, op: &'static str },
+    /// This OS has no watch here (Windows), or the lock was released.
+    Unsupported,
 }
 
 /// What a reader sees: whether a process holds the lock now, and the record.

@@ -18,7 +18,9 @@
 //! The file is a record, and it stays: procward never removes or renames it
 //! (a rename would move the locked inode away from the path). If someone
 //! else does, every acquire checks, once it holds the flock, that the path
-//! still names the file it locked, and otherwise opens the path again.
+//! still names the file it locked, and otherwise opens the path again; a
+//! holder that asked is told when it happens while it holds the lock
+//! (`watch.rs`).
 //! The file is ours alone: a non-empty file that is not a record of ours is
 //! refused, never overwritten. Right after
 //! acquiring, the holder writes its record (JSON) in place; a clean release
@@ -49,6 +51,7 @@ use macos as imp;
 #[cfg(any(target_os = "macos", test))]
 mod macos_fs;
 mod os;
+mod watch;
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -166,14 +169,42 @@ enum Now {
 /// process dies instead, the kernel releases it and the record stays.
 pub struct HeldLock {
     fd: Option<OwnedFd>,
+    /// Made absolute when taken: a later `chdir` must not point the watch
+    /// at another file.
+    path: PathBuf,
+    watch: Option<watch::Watch>,
 }
 
 impl HeldLock {
+    fn new(fd: OwnedFd, path: &Path) -> HeldLock {
+        HeldLock {
+            fd: Some(fd),
+            path: std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
+            watch: None,
+        }
+    }
+
+    /// Watches for the path no longer naming the locked file (see
+    /// `watch.rs`); `on_gone` runs once, on procward's runtime thread. A
+    /// second call replaces the first watch.
+    pub fn watch(&mut self, on_gone: super::OnGone) -> super::Watching {
+        self.watch = None;
+        let Some(fd) = self.fd.as_ref() else {
+            return super::Watching::Unsupported;
+        };
+        let (watching, handle) = watch::watch(fd.as_fd(), &self.path, on_gone);
+        self.watch = handle;
+        watching
+    }
+
     /// Truncates the record, then unlocks and closes. Idempotent. The unlock
     /// is explicit, not left to the close: a child forked but not yet
     /// exec'd holds a copy of the descriptor for a moment, and `LOCK_UN`
     /// releases the lock whoever else holds the file open.
     pub fn release(&mut self) {
+        // Before the close: a kqueue mark lives on the descriptor itself,
+        // and its number may be reused once closed.
+        self.watch = None;
         if let Some(fd) = self.fd.take() {
             // A record that cannot be truncated (EIO) is reported by the
             // next holder as reclaimed from us; the unlock matters more.
@@ -189,6 +220,7 @@ impl HeldLock {
     /// Tests: close without truncating, as a dying process would.
     #[cfg(test)]
     fn abandon(mut self) {
+        self.watch = None;
         drop(self.fd.take());
     }
 }
@@ -237,7 +269,7 @@ fn take(file: LockFile, purpose: Option<&str>) -> Result<Acquired, OpenError> {
         let _ = os::unlock(file.fd.as_fd());
         return Err(OpenError::Foreign);
     }
-    let mut lock = HeldLock { fd: Some(file.fd) };
+    let mut lock = HeldLock::new(file.fd, &file.path);
     let fd = lock.fd.as_ref().map(AsFd::as_fd).ok_or(OpenError::Os {
         err: io::Error::from_raw_os_error(libc::EBADF),
         op: "flock",

@@ -297,6 +297,13 @@ pub struct HeldLock {
 }
 
 impl HeldLock {
+    /// Not watched on Windows: there is no inotify, and a directory watch
+    /// (`ReadDirectoryChangesW`) would take a handle and a wait per lock.
+    /// The signal of such a lock never aborts (docs/lock.md says so).
+    pub fn watch(&mut self, _on_gone: super::OnGone) -> super::Watching {
+        super::Watching::Unsupported
+    }
+
     pub fn release(&mut self) {
         if let Some(f) = self.file.take() {
             let _ = f.truncate(0);

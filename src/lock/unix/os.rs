@@ -221,6 +221,31 @@ pub(super) fn still_named(fd: BorrowedFd<'_>, path: &Path) -> Result<bool, OpenE
     })
 }
 
+/// A file as the kernel tells it apart: its device and inode.
+pub(super) type FileId = (u64, u64);
+
+// dev_t is u64 on Linux, i32 on macOS; ino_t is u64 on both.
+#[allow(clippy::unnecessary_cast)]
+fn id_of(st: &libc::stat) -> FileId {
+    (st.st_dev as u64, st.st_ino as u64)
+}
+
+/// The file open on `fd`.
+pub(super) fn file_id(fd: BorrowedFd<'_>) -> io::Result<FileId> {
+    fstat(fd).map(|st| id_of(&st))
+}
+
+/// The file `path` names now (a symlink itself, not its target). None:
+/// nothing there, the path or a directory on it being gone (`ENOENT`), or
+/// a directory on it no longer one (`ENOTDIR`).
+pub(super) fn id_at(path: &Path) -> io::Result<Option<FileId>> {
+    match lstat(&c_path(path)?) {
+        Ok(st) => Ok(st.map(|st| id_of(&st))),
+        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 // ---- flock --------------------------------------------------------------------
 
 fn flock(fd: BorrowedFd<'_>, op: c_int) -> io::Result<()> {

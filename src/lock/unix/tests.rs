@@ -6,7 +6,7 @@ use std::sync::{Arc, Barrier};
 use super::*;
 use crate::lock::{wait, Cancel, Waiter};
 
-fn scratch(name: &str) -> PathBuf {
+pub(super) fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("procward-lock-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
