@@ -33,6 +33,7 @@ export type PgErrorCode =
   | 'ERR_PROCWARD_PG_QUERY'
   | 'ERR_PROCWARD_PG_NOT_A_SESSION'
   | 'ERR_PROCWARD_PG_LOCK_LOST'
+  | 'ERR_PROCWARD_LOCK_LOST'
   | 'ERR_PROCWARD_PG_LOCK_RELEASED'
 
 /** Thrown by `require('procward')` itself: no binary for this platform (docs/platforms.md). */

@@ -1,14 +1,14 @@
 // ProcessLock.signal: aborted when the path no longer names the locked file
 // while it is held (removed, renamed over or away, its directory removed —
 // a unit's RuntimeDirectory= on stop and restart).
-import { type ChildProcess, spawnSync } from 'node:child_process'
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
 import { chmodSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Worker } from 'node:worker_threads'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type ProcessLock, readLock, tryLock } from '../../index.js'
-import { lines, NODE, openFds, PROCWARD, run, trackProcesses } from '../helpers'
+import { CLI, lines, NODE, openFds, PROCWARD, run, trackProcesses } from '../helpers'
 
 const { others } = trackProcesses()
 const FIXTURE = (name: string) => join(__dirname, 'fixtures', name)
@@ -268,5 +268,29 @@ describe('resources', () => {
     expect(out.warnings[0]?.message).toContain('EMFILE')
     expect(out.aborted).toBe(false)
     expect(out.watchedLater).toBe(true)
+  })
+})
+
+describe('procward lock FILE -- COMMAND when FILE goes away', () => {
+  it('stops COMMAND and exits 75: another holder may have the new file', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'procward-cli-lost-'))
+    try {
+      const file = join(dir, 'resync.lock')
+      const p = spawn(process.execPath, [CLI, 'lock', file, '--', 'sh', '-c', 'echo up; exec sleep 1000'], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      })
+      let out = ''
+      let err = ''
+      p.stdout?.on('data', (d) => (out += d))
+      p.stderr?.on('data', (d) => (err += d))
+      const done = new Promise<number | null>((r) => p.once('close', (c) => r(c)))
+      const t0 = Date.now()
+      while (!out.includes('up') && Date.now() - t0 < 10_000) await new Promise((r) => setTimeout(r, 10))
+      rmSync(file)
+      expect(await done).toBe(75)
+      expect(err).toContain(file)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 })

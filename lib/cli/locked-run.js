@@ -113,7 +113,11 @@ async function runLocked(source, { command, args }) {
   // While the command runs. In our process group, as flock(1) runs it, a
   // terminal's Ctrl-C reaches it directly, and it may read the terminal; a
   // lock that can be lost gives it a group of its own, stopped whole.
-  const ownGroup = lock.signal !== undefined
+  // The PostgreSQL lock's loss is the server's word, with a deadline
+  // (lossGraceMs): the command's whole group must be gone by then. The
+  // file lock's (its file removed or replaced) stops the command as
+  // procward's child, in our group, as flock(1) runs it.
+  const ownGroup = source.lossGraceMs !== undefined
   let child = null
   let signals = 0
   let pending = null
