@@ -19,8 +19,14 @@ function requires(file: string): string[] {
 const builtin = (name: string) => name.startsWith('node:') || builtinModules.includes(name)
 
 describe('the CLI', () => {
-  it('bin/procward.js loads lib/cli/main.js only (and node: modules)', () => {
-    expect(requires(join(ROOT, 'bin', 'procward.js')).filter((n) => !builtin(n))).toEqual(['../lib/cli/main.js'])
+  it('bin/procward.js loads lib/cli/early-signals.js first, then lib/cli/main.js (and node: modules)', () => {
+    expect(requires(join(ROOT, 'bin', 'procward.js')).filter((n) => !builtin(n))).toEqual([
+      '../lib/cli/early-signals.js',
+      '../lib/cli/main.js',
+    ])
+    // What runs before the signals are taken is Node's own start-up, and
+    // this file's node: modules: nothing of ours.
+    expect(requires(join(CLI_DIR, 'early-signals.js')).filter((n) => !builtin(n))).toEqual([])
   })
 
   it('lib/cli/ requires only the package entry, node: modules, its own files (and procward/pg)', () => {
