@@ -6,6 +6,7 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import {
   aliveInside,
+  CHECKOUT,
   cursor,
   dropUnits,
   FIX,
@@ -376,5 +377,35 @@ TimeoutStopSec=30s
     expect(lines, lines.join('\n')).toContain('app: stopped')
     expect(await show('app.service', 'ActiveState', 'Result')).toEqual({ ActiveState: 'inactive', Result: 'success' })
     expect(await unitProcesses('app.service')).toEqual([])
+  })
+
+  it("a lock file in a unit's RuntimeDirectory=, removed by systemctl restart: procward lock stops its command and exits 75", async () => {
+    // The directory's unit (the app), and a holder of a lock file in it
+    // (another unit): restarting the first removes and recreates
+    // /run/resync, so the holder's file is gone and a new start would lock
+    // a new one. The holder must learn it, not run on as a second holder.
+    await installUnit(
+      'resync-dir.service',
+      ['[Service]', 'Type=oneshot', 'RemainAfterExit=yes', 'ExecStart=/bin/true', 'RuntimeDirectory=resync', ''].join(
+        '\n',
+      ),
+    )
+    await systemctl('start', 'resync-dir.service')
+    await installUnit(
+      'resync-holder.service',
+      ['[Service]', `ExecStart=${CHECKOUT}/bin/procward.js lock /run/resync/resync.lock -- /bin/sleep 1000`, ''].join('\n'),
+    )
+    await systemctl('start', 'resync-holder.service')
+    await until(async () => (await pidsOf('resync-holder.service', '/bin/sleep')).length === 1, 10_000, 'the command')
+    await systemctl('restart', 'resync-dir.service')
+    await until(
+      async () => (await show('resync-holder.service', 'ActiveState')).ActiveState !== 'active',
+      10_000,
+      'the holder to end',
+    )
+    expect((await show('resync-holder.service', 'ExecMainStatus')).ExecMainStatus).toBe('75')
+    const lines = await journal('resync-holder.service')
+    expect(lines.join('\n')).toContain('/run/resync/resync.lock')
+    expect(await unitProcesses('resync-holder.service')).toEqual([])
   })
 })
