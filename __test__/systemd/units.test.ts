@@ -393,7 +393,9 @@ TimeoutStopSec=30s
     await systemctl('start', 'resync-dir.service')
     await installUnit(
       'resync-holder.service',
-      ['[Service]', `ExecStart=${CHECKOUT}/bin/procward.js lock /run/resync/resync.lock -- /bin/sleep 1000`, ''].join('\n'),
+      ['[Service]', `ExecStart=${CHECKOUT}/bin/procward.js lock /run/resync/resync.lock -- /bin/sleep 1000`, ''].join(
+        '\n',
+      ),
     )
     await systemctl('start', 'resync-holder.service')
     await until(async () => (await pidsOf('resync-holder.service', '/bin/sleep')).length === 1, 10_000, 'the command')
