@@ -9,42 +9,10 @@ const { CGROUP_RECORD, stopSupervisedProcess } = require('../supervised')
 const { waitForExit } = require('../wait')
 const procfs = require('./procfs')
 const { killRecorded } = require('./takeover')
+const { describeExit, exitInfo, messageOf, supervisorError } = require('./words')
 
 const noop = () => {}
 const SIGCONT = constants.signals.SIGCONT
-
-function exitInfo(info) {
-  return Object.freeze({ pid: info.pid, code: info.code ?? null, signal: info.signal ?? null })
-}
-
-function describeExit(info) {
-  if (info === null) return 'could not be started'
-  const unhealthy = info.reason === 'unhealthy' ? ', stopped as unhealthy' : ''
-  if (info.signal) return `was killed by ${info.signal}${unhealthy}`
-  if (info.code === null) return `exited (status unknown)${unhealthy}`
-  return `exited with code ${info.code}${unhealthy}`
-}
-
-/**
- * A rejection's words: its message, or the value as text. Never throws (a
- * check may reject with an object that has no way to become a string).
- */
-function messageOf(reason) {
-  try {
-    return String(reason?.message ?? reason)
-  } catch {
-    return Object.prototype.toString.call(reason)
-  }
-}
-
-function supervisorError(code, message, extra) {
-  // A falsy reason (a check that rejected with 0 or '') is still the cause;
-  // null and undefined are none.
-  const err = new Error(message, extra?.cause != null ? { cause: extra.cause } : undefined)
-  err.code = code
-  if (extra && 'lastExit' in extra) err.lastExit = extra.lastExit
-  return err
-}
 
 /**
  * What every attempt has, whichever process it is about: aborting `ac`
@@ -249,4 +217,5 @@ function killSpawned(child) {
   }
 }
 
+// The words are words.js's; notify.js reads describeExit here.
 module.exports = { exitInfo, describeExit, killSpawned, messageOf, supervisorError, OwnRun, AdoptedRun }

@@ -16,7 +16,7 @@ const fs = require('node:fs')
 const http = require('node:http')
 const https = require('node:https')
 const { devNull } = require('node:os')
-const { messageOf, supervisorError } = require('./attempt')
+const { messageOf, supervisorError } = require('./words')
 const { tryConnect } = require('./readiness')
 
 const noop = () => {}

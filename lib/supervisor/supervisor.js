@@ -14,11 +14,11 @@ const { EventEmitter } = require('node:events')
 const validate = require('../validate')
 const { STOP_DEFAULTS, spawnSupervised, stopSupervisedProcess } = require('../supervised')
 const attempt = require('./attempt')
-const { backoffDelay, crashWindow, nextAttempt } = require('./backoff')
 const { checkChildStatus, checkMeta, checkOptions, restartOptions, spawnOptions, stopOptions } = require('./options')
 const { relayOutput } = require('./output')
 const { watchHealth } = require('./health')
 const notify = require('./notify')
+const { decideExit, spawnFailure } = require('./policy')
 const { whenReady } = require('./readiness')
 const procfs = require('./procfs')
 const signals = require('./signals')
@@ -33,30 +33,14 @@ const {
 } = require('./takeover')
 const transitions = require('./transitions')
 
-const { AdoptedRun, describeExit, killSpawned, OwnRun, supervisorError } = attempt
+const { AdoptedRun, killSpawned, OwnRun } = attempt
+const { describeExit, supervisorError } = require('./words')
 const { PUBLIC } = transitions
 /** The public states in which a restart under way may be joined. */
 const LIVE = new Set(['starting', 'running', 'backoff'])
 const { abortError } = validate
 const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')
 const noop = () => {}
-
-/**
- * Spawn errors no wait can heal: the program is missing (or a directory on
- * its path is not one, or the path is too long or loops), may not be run
- * (EACCES, EPERM: a setuid the supervisor may not do), is no program the
- * kernel can run (ENOEXEC), or its arguments can never fit (E2BIG).
- */
-const UNHEALING_SPAWN_ERRORS = new Set([
-  'ENOENT',
-  'ENOTDIR',
-  'ENAMETOOLONG',
-  'ELOOP',
-  'EACCES',
-  'EPERM',
-  'ENOEXEC',
-  'E2BIG',
-])
 
 function nowIso() {
   return new Date().toISOString()
@@ -301,7 +285,7 @@ class Supervisor extends EventEmitter {
       s.#attempt = 0
       s.#writeState()
     },
-    decide: (s, run, info, why, spawnError) => s.#decide(run, info, why, spawnError),
+    decide: (s, run, info, spawnError) => s.#decide(run, info, spawnError),
     crash: (s, info, delayMs) => () => s.#dispatch('exit-heard', info, delayMs),
     announceRestart: (s, info, delayMs) => {
       s.#emit('restart', { attempt: s.#attempt, delayMs, lastExit: info })
@@ -441,7 +425,7 @@ class Supervisor extends EventEmitter {
 
   /** Keeps a dead predecessor's still-running child `c` as ours (takeover 'adopt'). */
   #adopt(c) {
-    const run = new AdoptedRun(c, this.#o.stopDefaults.killTimeoutMs, (info) => this.#exited(run, info, 'exit'))
+    const run = new AdoptedRun(c, this.#o.stopDefaults.killTimeoutMs, (info) => this.#exited(run, info))
     this.#run = run
     this.#records.owned = true
     this.#startedAt = c.startedAt ?? null
@@ -505,7 +489,7 @@ class Supervisor extends EventEmitter {
     }
     this.#startedAt = nowIso()
     run.spawned(child, this.#o.command, this.#args, this.#startedAt)
-    child.once('exit', (info) => this.#exited(run, info, 'exit'))
+    child.once('exit', (info) => this.#exited(run, info))
     run.notify?.watch(child, run.ac.signal, (text) => this.#run === run && this.setChildStatus(text))
     this.#pipeLines(run)
     this.#dispatch('spawned', run)
@@ -518,26 +502,9 @@ class Supervisor extends EventEmitter {
   }
 
   #spawnFailed(run, err) {
-    // Containment asked for where it cannot be had: no restart can
-    // change that, and running uncontained is never a silent fallback.
-    if (err?.code === 'ERR_CGROUP_UNAVAILABLE') {
-      this.#dispatch('fail', err)?.()
-      return
-    }
-    // A program that is not there, may not be run, or is no program:
-    // waiting does not change that (a crash loop of restarts would only
-    // delay the answer). Failed at once.
-    if (UNHEALING_SPAWN_ERRORS.has(err?.code)) {
-      const failed = supervisorError('ERR_SUPERVISOR_FAILED', `${this.#o.name} could not be started: ${err.message}`, {
-        cause: err,
-        lastExit: null,
-      })
-      this.#dispatch('fail', failed)?.()
-      return
-    }
-    // Counted as a crash (a missing command fails every time, and ends
-    // in a crash loop).
-    this.#exited(run, null, 'spawn', err)
+    const failed = spawnFailure(err, this.#o.name)
+    if (failed !== null) this.#dispatch('fail', failed)?.()
+    else this.#exited(run, null, err)
   }
 
   /**
@@ -708,7 +675,7 @@ class Supervisor extends EventEmitter {
   // ---- an exit, and what the policy makes of it ----
 
   /** A child's (or adopted orphan's) exit, or a spawn that failed (info null). */
-  #exited(run, info, why, spawnError) {
+  #exited(run, info, spawnError) {
     if (run.exited) return
     run.exited = true
     run.ac.abort()
@@ -730,7 +697,7 @@ class Supervisor extends EventEmitter {
     // runs. (An exit we caused, retiring or stopping, has no row: the
     // machine waits for it.)
     this.#dispatchFor(run, 'died')
-    this.#judge(run, info, why, spawnError, written)
+    this.#judge(run, info, spawnError, written)
   }
 
   /**
@@ -744,11 +711,11 @@ class Supervisor extends EventEmitter {
    * came meanwhile took it elsewhere), then 'exit' is emitted, then what
    * the decision begins.
    */
-  async #judge(run, info, why, spawnError, written) {
+  async #judge(run, info, spawnError, written) {
     await written
     const foreign = info !== null && !run.expected && (info.signal === null || !run.sent.has(info.signal))
     if (foreign && signals.stopSignalsConcern(this)) await signals.stopSignalsHeard()
-    const then = this.#dispatchFor(run, 'judged', info, why, spawnError)
+    const then = this.#dispatchFor(run, 'judged', info, spawnError)
     if (info !== null) this.#emit('exit', { ...info, expected: run.expected })
     run.hear()
     then?.()
@@ -759,51 +726,29 @@ class Supervisor extends EventEmitter {
    * now and returns what follows it ('restart' and the next spawn, or
    * 'failed'/'stopped'), for after the 'exit' event.
    */
-  #decide(run, info, why, spawnError) {
+  #decide(run, info, spawnError) {
     this.#run = null
     if (this.#restartJudged) {
       this.#restartJudged = false
       return this.#dispatch('restart-judged')
     }
-    // A child that exits before its ready check passed counts as a crash,
-    // whatever its code (unless by a signal sent through kill()).
-    const beforeReady = this.#o.ready !== null && run.readyAt === null && !run.adopted
-    let failure
-    // A child stopped as unhealthy failed, whatever its exit.
-    if (why === 'spawn' || run.readyFailure !== null || run.healthFailure !== null) failure = true
-    else if (info.signal !== null) failure = !run.sent.has(info.signal)
-    else failure = info.code !== 0 || beforeReady // null: an adopted orphan's unknown status
-    const policy = this.#o.restart
-    if (!(policy === 'always' || (policy === 'on-failure' && failure))) {
-      if (!failure) return this.#dispatch('finish')
-      const cause = run.readyFailure ?? run.healthFailure ?? spawnError
-      const name = this.#o.name
-      const what = cause ? cause.message : `${describeExit(info)}${beforeReady ? ' before it was ready' : ''}`
-      // A ready or health failure names the supervisor already ("web's ready
-      // check failed: …", "web was not ready within …").
-      const message = what.startsWith(`${name}'s `) || what.startsWith(`${name} `) ? what : `${name} ${what}`
-      return this.#dispatch('fail', supervisorError('ERR_SUPERVISOR_FAILED', message, { cause, lastExit: info }))
+    const facts = {
+      exit: info,
+      spawnError,
+      readyFailure: run.readyFailure,
+      healthFailure: run.healthFailure,
+      sent: run.sent,
+      readyAt: run.readyAt,
+      adopted: run.adopted,
+      attempt: this.#attempt,
     }
-    // Monotonic: a wall clock stepped back or forward neither hides nor
-    // forgives restarts.
-    const now = performance.now()
-    const { recent, exceeded } = crashWindow(this.#window, now, this.#o.crashLoop)
-    this.#window = recent
-    if (exceeded) {
-      return this.#dispatch(
-        'fail',
-        supervisorError(
-          'ERR_CRASH_LOOP',
-          `${this.#o.name} ${describeExit(info)}; given up after ${recent.length} restarts within ${this.#o.crashLoop.windowMs} ms`,
-          { cause: run.readyFailure ?? run.healthFailure ?? spawnError, lastExit: info },
-        ),
-      )
-    }
-    this.#attempt = nextAttempt(this.#o.backoff, this.#attempt, run.readyAt, now)
-    const delayMs = backoffDelay(this.#o.backoff, this.#attempt)
-    this.#window.push(now)
+    const verdict = decideExit(facts, this.#o, this.#window, performance.now())
+    if (verdict.kind === 'fail') return this.#dispatch('fail', verdict.error)
+    if (verdict.kind === 'finish') return this.#dispatch('finish')
+    this.#attempt = verdict.attempt
+    this.#window = verdict.window
     this.#restarts++
-    return this.#dispatch('crash', info, delayMs)
+    return this.#dispatch('crash', info, verdict.delayMs)
   }
 
   /** The backoff's delay (after 'exit' and 'restart' were heard), then the retry. */
