@@ -1,7 +1,8 @@
 // One attempt of a Supervisor: a child it spawned, or a dead predecessor's
 // orphan it adopted, from its start to its exit. What the attempt records
-// for a successor, how it is signalled and stopped, and how its end is
-// worded. The machine (supervisor.js) decides when; this says how.
+// for a successor, and how it is signalled and stopped. The machine's
+// phases (life.js, health.js, exit.js, stopping.js) decide when; this says
+// how.
 
 const { constants } = require('node:os')
 const validate = require('../validate')
@@ -9,7 +10,7 @@ const { CGROUP_RECORD, stopSupervisedProcess } = require('../supervised')
 const { waitForExit } = require('../wait')
 const procfs = require('./procfs')
 const { killRecorded } = require('./takeover')
-const { describeExit, exitInfo, messageOf, supervisorError } = require('./words')
+const { describeExit, exitInfo } = require('./words')
 
 const noop = () => {}
 const SIGCONT = constants.signals.SIGCONT
@@ -39,6 +40,8 @@ class Run {
   status = null
   /** What the stateFile says of it (without aliveAt), once it runs. */
   record = null
+  /** The exit policy's verdict on its end (see exit.js), once judged: null until then, and for an end we caused. */
+  verdict = null
   /** Resolves once its end has been announced ('exit' emitted, its record rewritten before). */
   heard
   /** Resolves `heard`. */
@@ -218,4 +221,4 @@ function killSpawned(child) {
 }
 
 // The words are words.js's; notify.js reads describeExit here.
-module.exports = { exitInfo, describeExit, killSpawned, messageOf, supervisorError, OwnRun, AdoptedRun }
+module.exports = { describeExit, killSpawned, OwnRun, AdoptedRun }
