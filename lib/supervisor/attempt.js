@@ -1,7 +1,8 @@
 // One attempt of a Supervisor: a child it spawned, or a dead predecessor's
 // orphan it adopted, from its start to its exit. What the attempt records
-// for a successor, how it is signalled and stopped, and how its end is
-// worded. The machine (supervisor.js) decides when; this says how.
+// for a successor, and how it is signalled and stopped. The machine's
+// phases (life.js, health.js, exit.js, stopping.js) decide when; this says
+// how.
 
 const { constants } = require('node:os')
 const validate = require('../validate')
@@ -9,42 +10,10 @@ const { CGROUP_RECORD, stopSupervisedProcess } = require('../supervised')
 const { waitForExit } = require('../wait')
 const procfs = require('./procfs')
 const { killRecorded } = require('./takeover')
+const { describeExit, exitInfo } = require('./words')
 
 const noop = () => {}
 const SIGCONT = constants.signals.SIGCONT
-
-function exitInfo(info) {
-  return Object.freeze({ pid: info.pid, code: info.code ?? null, signal: info.signal ?? null })
-}
-
-function describeExit(info) {
-  if (info === null) return 'could not be started'
-  const unhealthy = info.reason === 'unhealthy' ? ', stopped as unhealthy' : ''
-  if (info.signal) return `was killed by ${info.signal}${unhealthy}`
-  if (info.code === null) return `exited (status unknown)${unhealthy}`
-  return `exited with code ${info.code}${unhealthy}`
-}
-
-/**
- * A rejection's words: its message, or the value as text. Never throws (a
- * check may reject with an object that has no way to become a string).
- */
-function messageOf(reason) {
-  try {
-    return String(reason?.message ?? reason)
-  } catch {
-    return Object.prototype.toString.call(reason)
-  }
-}
-
-function supervisorError(code, message, extra) {
-  // A falsy reason (a check that rejected with 0 or '') is still the cause;
-  // null and undefined are none.
-  const err = new Error(message, extra?.cause != null ? { cause: extra.cause } : undefined)
-  err.code = code
-  if (extra && 'lastExit' in extra) err.lastExit = extra.lastExit
-  return err
-}
 
 /**
  * What every attempt has, whichever process it is about: aborting `ac`
@@ -71,6 +40,8 @@ class Run {
   status = null
   /** What the stateFile says of it (without aliveAt), once it runs. */
   record = null
+  /** The exit policy's verdict on its end (see exit.js), once judged: null until then, and for an end we caused. */
+  verdict = null
   /** Resolves once its end has been announced ('exit' emitted, its record rewritten before). */
   heard
   /** Resolves `heard`. */
@@ -249,4 +220,5 @@ function killSpawned(child) {
   }
 }
 
-module.exports = { exitInfo, describeExit, killSpawned, messageOf, supervisorError, OwnRun, AdoptedRun }
+// The words are words.js's; notify.js reads describeExit here.
+module.exports = { describeExit, killSpawned, OwnRun, AdoptedRun }

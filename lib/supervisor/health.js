@@ -2,8 +2,9 @@
 // that accepts a connection, an HTTP GET that answers 2xx or the status
 // asked for, or a function), so that one alive but no longer serving —
 // hung, deadlocked, SIGSTOPped, its listener closed — is restarted like a
-// crash. This file makes the checks and times them; the machine
-// (supervisor.js) hears each result, counts the failures and decides.
+// crash. This file makes the checks and times them (runChecks), and is
+// the machine's side of them: each result counted, recorded and announced,
+// and a child that failed too many in a row stopped, a crash (the actions).
 //
 // One check at a time, one timer at a time: the next check starts
 // intervalMs after the previous one ended, and each ends by timeoutMs (its
@@ -16,8 +17,10 @@ const fs = require('node:fs')
 const http = require('node:http')
 const https = require('node:https')
 const { devNull } = require('node:os')
-const { messageOf, supervisorError } = require('./attempt')
+const { dispatchFor, emit, writeState } = require('./machine')
 const { tryConnect } = require('./readiness')
+const { nowIso } = require('./state-file')
+const { messageOf, supervisorError } = require('./words')
 
 const noop = () => {}
 
@@ -116,7 +119,7 @@ async function checkOnce(health, run, signal) {
  * settled. `name`: the supervisor's, for the errors. No result is given
  * once `run.ac` has aborted.
  */
-function watchHealth(health, run, name, heard) {
+function runChecks(health, run, name, heard) {
   const stopped = run.ac.signal
   let timer = null
   /** A check whose function has not settled yet (past its timeout, too). */
@@ -209,4 +212,60 @@ function watchHealth(health, run, name, heard) {
   next()
 }
 
-module.exports = { watchHealth }
+// ---- the machine's side: each result counted, recorded, announced ----
+
+/** Once 'running' has been heard: the health checks begin (none without options.health). */
+function watchHealth(m, run) {
+  if (m.o.health === null) return
+  runChecks(m.o.health, run, m.o.name, (err) => dispatchFor(m, run, 'health-checked', err))
+}
+
+/**
+ * A check's result (err null: passed): counted (a failure within
+ * startPeriodMs of ready is not), recorded as the child's `health`, then
+ * announced (records before events). The promise is runChecks' cue to time
+ * the next check.
+ */
+function healthChecked(m, run, err) {
+  const before = run.healthFailures
+  const ignored = err !== null && performance.now() - run.readyAt < m.o.health.startPeriodMs
+  if (err === null) run.healthFailures = 0
+  else if (!ignored) run.healthFailures++
+  const failures = run.healthFailures
+  run.health = { ok: err === null, at: nowIso(), error: err?.message ?? null, failures }
+  // The counts go along as they are now (the next check is timed once
+  // this promise settles; the counts are this check's either way).
+  return writeState(m).then(() => dispatchFor(m, run, 'health-recorded', ignored ? null : err, before, failures))
+}
+
+/**
+ * 'unhealthy' at each counted failure, 'healthy' at a pass after
+ * failures; at `failures` in a row, the child is stopped (a crash).
+ */
+function announceHealth(m, run, err, before, failures) {
+  if (err === null) {
+    if (before > 0 && failures === 0) emit(m, 'healthy', { pid: run.pid, failures: before })
+    return
+  }
+  const limit = m.o.health.failures
+  emit(m, 'unhealthy', { pid: run.pid, failures, limit, error: err })
+  if (failures >= limit) dispatchFor(m, run, 'health-failed', err)
+}
+
+/**
+ * Too many failed checks: the child is stopped with its group as the
+ * stop policy says (SIGTERM, the grace, SIGKILL), and SIGCONT after the
+ * SIGTERM, so that a stopped daemon acts on it; its exit is judged as a
+ * crash (reason 'unhealthy').
+ */
+function unhealthy(m, run, err) {
+  run.healthFailure = err
+  run.ac.abort()
+  run.retire(m.o.stopDefaults).catch(noop)
+  run.resume()
+}
+
+/** The actions of health after ready. */
+const actions = { watchHealth, healthChecked, announceHealth, unhealthy }
+
+module.exports = { actions }

@@ -6,7 +6,7 @@
 const net = require('node:net')
 const { NOTIFY_STREAM } = require('../supervised')
 const { abortError } = require('../validate')
-const { messageOf, supervisorError } = require('./attempt')
+const { messageOf, supervisorError } = require('./words')
 const procfs = require('./procfs')
 
 const noop = () => {}

@@ -1,4 +1,5 @@
-// The stateFile: a SupervisorStateRecord as JSON, replaced atomically and
+// The stateFile: a SupervisorStateRecord as JSON (recordOf: what a
+// Supervisor's machine makes of its state), replaced atomically and
 // serialized (RecordWriter), read back with liveness judged now
 // (readSupervisorState), and trusted only from a file no one else could
 // have written (a record names processes to stop and groups to sweep).
@@ -9,9 +10,10 @@ const fsp = require('node:fs/promises')
 const path = require('node:path')
 const native = require('../../binding.js')
 const { callNative } = require('../errors')
+const { STOP_DEFAULTS } = require('../supervised')
 const validate = require('../validate')
 const procfs = require('./procfs')
-const { STATES } = require('./transitions')
+const { PUBLIC, STATES } = require('./transitions')
 
 const noop = () => {}
 
@@ -228,6 +230,65 @@ class RecordWriter {
   }
 }
 
+// ---- the record -------------------------------------------------------------------
+
+/** A wall-clock time as the record (and status()) gives it. */
+function nowIso() {
+  return new Date().toISOString()
+}
+
+/**
+ * The record of machine `m` (see machine.js) as the stateFile holds it: a
+ * SupervisorStateRecord, its child the attempt that runs now.
+ */
+function recordOf(m) {
+  const run = m.run?.live ? m.run : null
+  return {
+    version: 1,
+    name: m.o.name,
+    supervisor: {
+      pid: process.pid,
+      identity: ownIdentityOf(m),
+      running: true,
+      mark: m.mark,
+      session: ownSessionOf(m),
+    },
+    child: run
+      ? {
+          ...run.record,
+          aliveAt: nowIso(),
+          readyAt: run.readyAtIso,
+          status: run.status,
+          health: run.health,
+          running: true,
+        }
+      : null,
+    state: PUBLIC[m.sub],
+    restarts: m.restarts,
+    lastExit: m.lastExit === null ? null : { ...m.lastExit, at: m.lastExitAt },
+    stop: stopPolicy(m.o.stopDefaults),
+    meta: run ? run.meta : null,
+    updatedAt: nowIso(),
+  }
+}
+
+/** This process's identity, read once per machine (for its first record). */
+function ownIdentityOf(m) {
+  m.identity ??= ownIdentity()
+  return m.identity
+}
+
+function ownSessionOf(m) {
+  if (m.session === undefined) m.session = procfs.ownSession()
+  return m.session
+}
+
+/** What a stop of the child takes by default (for `procward stop`, which reads the record). */
+function stopPolicy(stopDefaults) {
+  const { graceMs, killTimeoutMs } = stopDefaults
+  return { graceMs: graceMs ?? STOP_DEFAULTS.graceMs, killTimeoutMs: killTimeoutMs ?? STOP_DEFAULTS.killTimeoutMs }
+}
+
 // ---- reading ----------------------------------------------------------------------
 
 /** Why a stateFile's stat makes its record untrusted, or null. */
@@ -396,6 +457,8 @@ module.exports = {
   removeStaleTemps,
   acquireRecordLock,
   RecordWriter,
+  nowIso,
+  recordOf,
   readRecordFile,
   parseRecord,
   readSupervisorState,

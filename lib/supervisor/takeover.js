@@ -1,7 +1,7 @@
 // Takeover: at start(), what a dead predecessor recorded in the stateFile
 // is acted on before anything overwrites it. Its child, if still running
-// (pid + identity), is stopped with its group — or adopted (the machine
-// does that: supervisor.js) — and what the group left behind is ended:
+// (pid + identity), is stopped with its group — or adopted (boot.js
+// decides, life.js keeps it) — and what the group left behind is ended:
 // the recorded cgroup whole, or else the group members proven to be the
 // predecessor's (see procfs.sweepStrays); others are reported as suspects,
 // never signalled.

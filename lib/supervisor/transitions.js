@@ -1,15 +1,16 @@
 // The Supervisor's machine, as data: its substates, the public state each
 // one shows, and for each substate and event the row that says what
 // happens — the substate it moves to (`to`, none: it stays) and the
-// action the machine runs (`run`, a name supervisor.js gives a method).
-// An event a substate has no row for is dropped: so `stopped` and `failed`
-// are left only by start(), `stopping` only by the end of the stop, and a
-// late word from an attempt's process (its ready check, its retire, its
-// spawn's failure) does nothing once the machine has moved on.
+// action the machine runs (`run`, a name the phase files give a function;
+// machine.js checks at load that each one has it). An event a substate
+// has no row for is dropped: so `stopped` and `failed` are left only by
+// start(), `stopping` only by the end of the stop, and a late word from an
+// attempt's process (its ready check, its retire, its spawn's failure)
+// does nothing once the machine has moved on.
 
 /**
- * Substate → the public state it shows (status().state, the record's
- * `state`, the 'state' a listener sees). The starting substates:
+ * Substate → the public state it shows (the `state` getter, status().state
+ * and the record's `state`). The starting substates:
  * booting (the stateFile's lock and the takeover; without a stateFile it
  * passes at once), spawning (a spawn whose failure is yet to be heard),
  * awaiting-ready (a child spawned, its ready check under way), retiring (a
@@ -53,28 +54,52 @@ const stay = (run) => row(undefined, run)
  * stop signal of ours is left unheard: a stop that came meanwhile took
  * the machine elsewhere), retired (a restart's stop of it is done),
  * health-checked (a health check's result), health-failed (too many
- * failed in a row: stop it, a crash). The policy's word
- * on an exit: restart-judged (a restart() came while it was judged: a
- * new child at once, whatever the policy), crash (restart it after a delay), fail, finish (a clean exit
- * not restarted). retry (the delay is over), stopped (the stop is done).
- *
- * Steps: what follows an event once its listeners have been heard
- * (spawn-heard, ready-heard, running-heard, exit-heard,
- * restart-heard), or once the
- * record says what the event will announce (ready-recorded,
- * adopt-recorded, health-recorded: records before events). A listener may
- * stop or restart the supervisor; the step then finds no row where the
- * machine has gone, and what it would have begun (a ready check, the
- * 'running' event, the retry) is not begun.
+ * failed in a row: stop it, a crash). The policy's verdict on an end
+ * (policy.js): crash (restart it after a delay), fail, finish (a clean
+ * exit not restarted); or restart-judged (a restart() came while it was
+ * judged: a new child at once, whatever the policy). retry (the delay is
+ * over), stopped (the stop is done). Then the steps of the guards below.
  */
 const ENDED = { start: row('booting', 'begin'), stop: stay('alreadyEnded'), restart: stay('restartEnded') }
 const ALIVE = { start: stay('joinStart'), stop: row('stopping', 'stop') }
+/**
+ * The verdict moves the machine at once (the record, status() and the
+ * start() callers see it before 'exit' is emitted); what it begins —
+ * 'restart' and the retry, or 'failed', or 'stopped' — follows the 'exit'
+ * event (exit.js).
+ */
 const DECIDED = {
   judged: stay('decide'),
-  crash: row('backoff', 'crash'),
-  fail: row('failed', 'fail'),
-  finish: row('stopped', 'finish'),
+  'restart-judged': row('backoff', undefined),
+  crash: row('backoff', undefined),
+  fail: row('failed', 'endFailed'),
+  finish: row('stopped', 'endFinished'),
 }
+
+// ---- re-entrancy guards ----
+// The steps that follow an event once its listeners have been heard
+// (…-heard), or once the record says what the event will announce
+// (…-recorded: records before events). A listener may stop or restart the
+// supervisor; the step then finds no row where the machine has gone, and
+// what it would have begun (a ready check, the 'running' event, the
+// health checks, the retry) is not begun. One guard per stretch of a life.
+
+/** After 'spawn': the ready check. */
+const AFTER_SPAWN = { 'spawn-heard': stay('checkReady') }
+/**
+ * While running: ready (or an adoption) recorded, then announced; after
+ * 'ready', 'running'; after 'running', the health checks; each check's
+ * result recorded, then announced.
+ */
+const WHILE_RUNNING = {
+  'ready-recorded': stay('announceReady'),
+  'adopt-recorded': stay('announceAdopted'),
+  'ready-heard': stay('announceRunning'),
+  'running-heard': stay('watchHealth'),
+  'health-recorded': stay('announceHealth'),
+}
+/** After a crash's 'exit': 'restart'; after 'restart', the backoff's delay. */
+const AFTER_CRASH = { 'exit-heard': stay('announceRestart'), 'restart-heard': stay('retryLater') }
 
 const TABLE = Object.freeze({
   idle: Object.freeze({ ...ENDED }),
@@ -96,7 +121,7 @@ const TABLE = Object.freeze({
   'awaiting-ready': Object.freeze({
     ...ALIVE,
     restart: row('retiring', 'retire'),
-    'spawn-heard': stay('checkReady'),
+    ...AFTER_SPAWN,
     ready: row('running', 'ready'),
     'ready-failed': stay('readyFailed'),
     died: row('exited', undefined),
@@ -110,13 +135,9 @@ const TABLE = Object.freeze({
     start: stay('alreadyRunning'),
     stop: row('stopping', 'stop'),
     restart: row('retiring', 'retire'),
-    'ready-recorded': stay('announceReady'),
-    'adopt-recorded': stay('announceAdopted'),
-    'ready-heard': stay('announceRunning'),
-    'running-heard': stay('watchHealth'),
+    ...WHILE_RUNNING,
     settled: stay('settled'),
     'health-checked': stay('healthChecked'),
-    'health-recorded': stay('announceHealth'),
     'health-failed': row('unhealthy', 'unhealthy'),
     died: row('exited', undefined),
   }),
@@ -130,14 +151,12 @@ const TABLE = Object.freeze({
   exited: Object.freeze({
     ...ALIVE,
     restart: stay('restartJudged'),
-    'restart-judged': row('backoff', 'respawn'),
     ...DECIDED,
   }),
   backoff: Object.freeze({
     ...ALIVE,
     restart: row('spawning', 'restartNow'),
-    'exit-heard': stay('announceRestart'),
-    'restart-heard': stay('retryLater'),
+    ...AFTER_CRASH,
     retry: row('spawning', 'spawn'),
   }),
   stopping: Object.freeze({
