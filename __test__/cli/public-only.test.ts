@@ -1,7 +1,9 @@
 // The CLI is a thin parser over the library's public exports: bin/ and
 // lib/cli/ load the package entry, Node's own modules and one another —
-// and, on the --postgres path only, procward/pg's inside (lib/pg.js: the
-// lock and the size of a purpose).
+// and, by name, the few package-internal modules a verb needs beside it
+// (never through a door in the public entry): on the --postgres path,
+// procward/pg's inside (lib/pg.js: the lock and the size of a purpose);
+// for procward run, the speaker to a service manager.
 import { readdirSync, readFileSync } from 'node:fs'
 import { builtinModules } from 'node:module'
 import { join } from 'node:path'
@@ -19,11 +21,20 @@ function requires(file: string): string[] {
 const builtin = (name: string) => name.startsWith('node:') || builtinModules.includes(name)
 
 describe('the CLI', () => {
-  it('bin/procward.js loads lib/cli/main.js only (and node: modules)', () => {
-    expect(requires(join(ROOT, 'bin', 'procward.js')).filter((n) => !builtin(n))).toEqual(['../lib/cli/main.js'])
+  it('bin/procward.js loads lib/cli/ only: the early signal handlers first, then main.js (and node: modules)', () => {
+    expect(requires(join(ROOT, 'bin', 'procward.js')).filter((n) => !builtin(n))).toEqual([
+      '../lib/cli/early-signals.js',
+      '../lib/cli/main.js',
+    ])
   })
 
-  it('lib/cli/ requires only the package entry, node: modules, its own files (and procward/pg)', () => {
+  /** The package-internal modules a verb may require by name, beside the entry. */
+  const INTERNALS: Record<string, string[]> = {
+    'lock.js': ['../pg.js'],
+    'run.js': ['../supervisor/notify-out.js'],
+  }
+
+  it('lib/cli/ requires only the package entry, node: modules, its own files (and the internals a verb names)', () => {
     const own = new Set(readdirSync(CLI_DIR).map((f) => `./${f}`))
     for (const file of readdirSync(CLI_DIR)) {
       for (const name of requires(join(CLI_DIR, file))) {
@@ -32,7 +43,7 @@ describe('the CLI', () => {
           own.has(name) ||
           name === '../..' ||
           name === '../../package.json' ||
-          (file === 'lock.js' && name === '../pg.js')
+          (INTERNALS[file] ?? []).includes(name)
         expect(ok, `lib/cli/${file} requires ${name}`).toBe(true)
       }
     }
@@ -42,7 +53,8 @@ describe('the CLI', () => {
     for (const file of readdirSync(CLI_DIR)) {
       const source = readFileSync(join(CLI_DIR, file), 'utf8')
       for (const line of source.split('\n')) {
-        if (/require\('\.\.\/\.\.'\)|require\('\.\.\/pg\.js'\)/.test(line)) {
+        // The entry, or anything else of the package outside lib/cli/.
+        if (/require\('\.\.\//.test(line)) {
           // Never at the top level of a module.
           expect(line, `lib/cli/${file}`).toMatch(/^\s+/)
         }

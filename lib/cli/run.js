@@ -1,9 +1,10 @@
 // procward run: a foreground supervisor. Its signal handling is the
 // library's handleSignals (every signal that would end us stops the child's
-// whole group first, then ends us with that signal), and so is its speech
-// to a service manager that started it (NOTIFY_SOCKET: READY=1, STATUS=,
-// STOPPING=1, WATCHDOG=1; the variables are not passed on to the child);
-// this file parses, logs and chooses the exit status.
+// whole group first, then ends us with that signal), and its speech to a
+// service manager that started it (NOTIFY_SOCKET: READY=1, STATUS=,
+// STOPPING=1, WATCHDOG=1; the variables are not passed on to the child) is
+// the package's notify-out Speaker, attached here; this file parses, logs
+// and chooses the exit status.
 
 const { parse, commandOf, integer, oneOf, MAX_MS, UsageError } = require('./args.js')
 const common = require('./common.js')
@@ -104,9 +105,14 @@ const RUN_WORDS = {
 // The package's internal init duties (lib/init.js), for PID 1 and --init.
 const INIT_DUTIES = Symbol.for('procward.initDuties')
 
-// The library's package-internal Supervisor option that makes it speak to
-// the service manager that started this process (see lib/supervisor/notify.js).
-const SERVICE_MANAGER = Symbol.for('procward.serviceManager')
+/**
+ * What procward run uses of the package beside its public entry, loaded
+ * with it (inside the verb: it needs the native binary): the speaker to a
+ * service manager.
+ */
+function internals() {
+  return { notifyOut: require('../supervisor/notify-out.js') }
+}
 
 /** The --json form of an error: message and code, and its cause's. */
 function errorFields(err) {
@@ -140,28 +146,34 @@ async function main(argv, { help }) {
   if (opts['ready-notify']) options.ready = { notify: true }
   const health = healthOptions(opts)
   if (health !== undefined) options.health = health
-  // What the manager's socket had to say before the log was set up.
-  const early = []
-  let say = (text) => early.push(text)
-  options[SERVICE_MANAGER] = { say: (text) => say(text) }
   if (opts['max-restarts'] !== undefined) {
     options.crashLoop = { maxRestarts: integer('run', opts['max-restarts'], 'max-restarts', 0, MAX_MS) }
   }
 
   const output = createOutput({ stamp: !opts.json && !underJournal(), prefix: opts.prefix === true })
   const { Supervisor } = common.procward()
+  const { notifyOut } = internals()
+  /** Our voice to the service manager that started us (attached below), or null. */
+  let speaker = null
 
   // With --prefix, the child's last words are still in its pipes when it
   // has been reaped: a stop (the one handleSignals makes, before it raises
   // the signal that ends us) is over once they are written out. A second
-  // signal (SIGKILL at once) waits for nothing.
+  // signal (SIGKILL at once) waits for nothing. The speaker hears of what
+  // no event says: a stop begins, the child's own STATUS=.
   class Foreground extends Supervisor {
     stop(o) {
+      speaker?.stopping()
       if (o?.signal === 'SIGKILL') output.abandon()
       return super.stop(o).then(async (r) => {
         await output.settle()
         return r
       })
+    }
+    setChildStatus(text) {
+      const recorded = super.setChildStatus(text)
+      if (recorded) speaker?.childStatus(text)
+      return recorded
     }
   }
 
@@ -184,8 +196,11 @@ async function main(argv, { help }) {
       output.line(`procward: ${name}: ${event}${text ? ` ${text}` : ''}`)
     }
   }
-  say = (text) => log('notify', { message: text }, text)
-  for (const text of early.splice(0)) say(text)
+  // Before our own listeners, so that the manager hears of an event first.
+  speaker = notifyOut.speakFor(sup, {
+    checked: options.ready !== undefined,
+    say: (text) => log('notify', { message: text }, text),
+  })
   const { exitText } = common
   sup.on('spawn', (c) => {
     output.pipe(c, name)
@@ -219,6 +234,7 @@ async function main(argv, { help }) {
   // orphans the kernel hands us are reaped, as tini would (lib/init.js).
   const init = common.procward()[INIT_DUTIES]
   if (opts.init || init.isPidOne()) init.startInitDuties({ subreaper: !init.isPidOne() })
+  speaker?.starting()
   sup.start().catch(() => {
     // Reported by 'failed' (or the signal that stopped it).
   })

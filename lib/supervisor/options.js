@@ -5,10 +5,10 @@
 
 const path = require('node:path')
 const { isMainThread } = require('node:worker_threads')
-const { rangeError, typeError } = require('../errors')
+const { brand, rangeError, typeError } = require('../errors')
 const validate = require('../validate')
 const { checkSpawnOptions, nativeStopOptions, NOTIFY_FD, notifyFd, SPAWN_KEYS, STOP_KEYS } = require('../supervised')
-const { checkNotifyReady, checkServiceManager, SERVICE_MANAGER } = require('./notify')
+const { supported: notifySupported } = require('./notify-in')
 const { MARK_VAR } = require('./state-file')
 
 const DEFAULTS = Object.freeze({
@@ -66,6 +66,17 @@ function lineMatcher(value, name) {
     return (line) => re.test(line)
   }
   throw typeError(`${name} must be a string or a RegExp, got ${validate.describe(value)}`)
+}
+
+/** options.ready.notify: only `true`, and only where the protocol exists (notify-in.js). */
+function checkNotifyReady(value, name) {
+  if (value !== true) throw typeError(`${name} must be true`, 'ERR_INVALID_ARG_VALUE')
+  if (!notifySupported()) {
+    const err = new Error(`${name}: the notify protocol needs Linux (unix datagram sockets with SCM_CREDENTIALS)`)
+    err.code = 'ERR_NOTIFY_UNAVAILABLE'
+    throw brand(err)
+  }
+  return { kind: 'sd-notify' }
 }
 
 /** options.ready → { kind: 'port' | 'line' | 'notify' | 'sd-notify' | 'function', ... }, or null. */
@@ -263,15 +274,13 @@ function checkOptions(options) {
   // The spawn options themselves, checked now rather than at the first
   // spawn (the native options builder checks everything, starts nothing).
   checkSpawnOptions(spawnOptions(opts, undefined))
-  // Package-internal (what `procward run` sets): see notify.SERVICE_MANAGER.
-  opts.serviceManager = checkServiceManager(options[SERVICE_MANAGER])
   return opts
 }
 
 /**
  * The spawnSupervised options of one attempt (forcing what a ready check
  * needs); with a `mark`, the child's environment carries it (see MARK_VAR),
- * and with `notifyIn` (notify.js) its NOTIFY_SOCKET.
+ * and with `notifyIn` (notify-in.js) its NOTIFY_SOCKET.
  */
 function spawnOptions(opts, env, mark = null, notifyIn = null) {
   const o = { ...opts.spawn }
