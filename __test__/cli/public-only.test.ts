@@ -3,7 +3,7 @@
 // and, by name, the few package-internal modules a verb needs beside it
 // (never through a door in the public entry): on the --postgres path,
 // procward/pg's inside (lib/pg.js: the lock and the size of a purpose);
-// for procward run, the speaker to a service manager.
+// for procward run, an init's duties and the speaker to a service manager.
 import { readdirSync, readFileSync } from 'node:fs'
 import { builtinModules } from 'node:module'
 import { join } from 'node:path'
@@ -31,7 +31,7 @@ describe('the CLI', () => {
   /** The package-internal modules a verb may require by name, beside the entry. */
   const INTERNALS: Record<string, string[]> = {
     'lock.js': ['../pg.js'],
-    'run.js': ['../supervisor/notify-out.js'],
+    'run.js': ['../init.js', '../supervisor/notify-out.js'],
   }
 
   it('lib/cli/ requires only the package entry, node: modules, its own files (and the internals a verb names)', () => {
@@ -47,6 +47,26 @@ describe('the CLI', () => {
         expect(ok, `lib/cli/${file} requires ${name}`).toBe(true)
       }
     }
+  })
+
+  it('no door to the internals through the global symbol registry: it holds brands (cross-copy checks) only', () => {
+    const files = [join(ROOT, 'index.js')]
+    const walk = (dir: string) => {
+      for (const e of readdirSync(dir, { withFileTypes: true })) {
+        if (e.isDirectory()) walk(join(dir, e.name))
+        else if (e.name.endsWith('.js')) files.push(join(dir, e.name))
+      }
+    }
+    walk(join(ROOT, 'lib'))
+    const keys = new Set<string>()
+    for (const file of files) {
+      for (const m of readFileSync(file, 'utf8').matchAll(/Symbol\.for\(\s*'([^']*)'/g)) keys.add(m[1] as string)
+    }
+    const brands = ['procward.error', 'procward.execError', 'procward.lock', 'procward.supervised']
+    // Node's own well-known symbols, for runtimes that lack them.
+    const node = ['nodejs.dispose', 'nodejs.asyncDispose']
+    expect([...keys].filter((k) => !brands.includes(k) && !node.includes(k))).toEqual([])
+    expect(keys.size).toBeGreaterThan(0) // the scan read the sources
   })
 
   it('loads the package only inside a verb (so --help needs no native binary)', () => {

@@ -102,16 +102,13 @@ const RUN_WORDS = {
   'health.startPeriodMs': '--health-start-period',
 }
 
-// The package's internal init duties (lib/init.js), for PID 1 and --init.
-const INIT_DUTIES = Symbol.for('procward.initDuties')
-
 /**
  * What procward run uses of the package beside its public entry, loaded
- * with it (inside the verb: it needs the native binary): the speaker to a
- * service manager.
+ * with it (inside the verb: both need the native binary): an init's duties
+ * (lib/init.js), and the speaker to a service manager.
  */
 function internals() {
-  return { notifyOut: require('../supervisor/notify-out.js') }
+  return { init: require('../init.js'), notifyOut: require('../supervisor/notify-out.js') }
 }
 
 /** The --json form of an error: message and code, and its cause's. */
@@ -152,7 +149,7 @@ async function main(argv, { help }) {
 
   const output = createOutput({ stamp: !opts.json && !underJournal(), prefix: opts.prefix === true })
   const { Supervisor } = common.procward()
-  const { notifyOut } = internals()
+  const { init, notifyOut } = internals()
   /** Our voice to the service manager that started us (attached below), or null. */
   let speaker = null
 
@@ -232,7 +229,6 @@ async function main(argv, { help }) {
   })
   // A container's entrypoint (PID 1 of its pid namespace), or --init: the
   // orphans the kernel hands us are reaped, as tini would (lib/init.js).
-  const init = common.procward()[INIT_DUTIES]
   if (opts.init || init.isPidOne()) init.startInitDuties({ subreaper: !init.isPidOne() })
   speaker?.starting()
   sup.start().catch(() => {
