@@ -116,6 +116,14 @@ function wholeMs(value, name, min, fallback, why = '') {
   return value === undefined ? fallback : validate.integer(value, name, min, validate.DURATION_MAX, why)
 }
 
+/** The largest count taken (failures, restarts): 2^31-1, far past any real one. */
+const COUNT_MAX = 2 ** 31 - 1
+
+/** A whole number of things in min..=COUNT_MAX, or `fallback`. */
+function count(value, name, min, fallback) {
+  return value === undefined ? fallback : validate.integer(value, name, min, COUNT_MAX)
+}
+
 /** options.health.check → { kind: 'port', port, host } | { kind: 'http', url, status } | { kind: 'function', fn }. */
 function checkHealthCheck(value) {
   const name = 'options.health.check'
@@ -173,7 +181,13 @@ function checkHealth(value) {
   validate.knownKeys(h, ['check', ...Object.keys(DEFAULTS.health)], 'options.health')
   const check = checkHealthCheck(h.check)
   const d = DEFAULTS.health
-  const intervalMs = wholeMs(h.intervalMs, 'options.health.intervalMs', 2, d.intervalMs, ' (above timeoutMs)')
+  const intervalMs = wholeMs(
+    h.intervalMs,
+    'options.health.intervalMs',
+    2,
+    d.intervalMs,
+    ' (above options.health.timeoutMs)',
+  )
   const timeoutMs = wholeMs(
     h.timeoutMs,
     'options.health.timeoutMs',
@@ -189,7 +203,7 @@ function checkHealth(value) {
     ...check,
     intervalMs,
     timeoutMs,
-    failures: wholeMs(h.failures, 'options.health.failures', 1, d.failures),
+    failures: count(h.failures, 'options.health.failures', 1, d.failures),
     startPeriodMs: wholeMs(h.startPeriodMs, 'options.health.startPeriodMs', 0, d.startPeriodMs),
   })
 }
@@ -217,12 +231,8 @@ function checkCrashLoop(value) {
   const c = value === undefined ? {} : validate.object(value, 'options.crashLoop')
   validate.knownKeys(c, Object.keys(DEFAULTS.crashLoop), 'options.crashLoop')
   return Object.freeze({
-    maxRestarts: validate.integer(
-      c.maxRestarts ?? DEFAULTS.crashLoop.maxRestarts,
-      'options.crashLoop.maxRestarts',
-      0,
-      validate.DURATION_MAX,
-    ),
+    // null too means the default, as it always has.
+    maxRestarts: count(c.maxRestarts ?? undefined, 'options.crashLoop.maxRestarts', 0, DEFAULTS.crashLoop.maxRestarts),
     windowMs: ms(c.windowMs, 'options.crashLoop.windowMs', DEFAULTS.crashLoop.windowMs),
   })
 }
