@@ -53,7 +53,3 @@ exports.isSupervisorError = guards.isSupervisorError
 exports.isUnavailableError = guards.isUnavailableError
 exports.isPgError = guards.isPgError
 exports.lockPath = require('./lib/lock-path').lockPath
-
-// Package-internal, for `procward run` (lib/cli/, which loads only this
-// entry): an init's orphan reaping (lib/init.js). Symbol-keyed: not API.
-exports[Symbol.for('procward.initDuties')] = require('./lib/init')

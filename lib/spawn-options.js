@@ -15,8 +15,9 @@ const IS_NODE = typeof process.versions.node === 'string' && !process.versions.b
 const IS_BUN = typeof process.versions.bun === 'string'
 
 // Package-internal spawn option (the Supervisor's `notifyFd` ready check):
-// a pipe whose write end is this fd number in the child.
-const NOTIFY_FD = Symbol.for('procward.notifyFd')
+// a pipe whose write end is this fd number in the child. Not in the global
+// symbol registry: only a module that requires this one can set it.
+const NOTIFY_FD = Symbol('procward.notifyFd')
 
 const STOP_DEFAULTS = Object.freeze({ signal: 'SIGTERM', graceMs: 5000, killTimeoutMs: 2000 })
 

@@ -27,13 +27,15 @@ const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')
 // versions in one node_modules tree), as execa brands its errors.
 const SUPERVISED_BRAND = Symbol.for('procward.supervised')
 
-// Package-internal: the read end of the notify pipe (see NOTIFY_FD in
-// spawn-options.js), for the Supervisor's `notifyFd` ready check.
-const NOTIFY_STREAM = Symbol.for('procward.notifyStream')
-
-// Package-internal: a contained child's cgroup { path, id } (the Supervisor
-// records it in its state file).
-const CGROUP_RECORD = Symbol.for('procward.cgroupRecord')
+// Package-internal, and so not in the global symbol registry: only a module
+// that requires this one can name them.
+//
+// The read end of the notify pipe (see NOTIFY_FD in spawn-options.js), for
+// the Supervisor's `notifyFd` ready check.
+const NOTIFY_STREAM = Symbol('procward.notifyStream')
+// A contained child's cgroup { path, id } (the Supervisor records it in its
+// state file).
+const CGROUP_RECORD = Symbol('procward.cgroupRecord')
 
 /**
  * A running stop: its promise, and the control through which a later caller

@@ -45,9 +45,33 @@ describe('options and their values', () => {
     expectUsageError(await cli(['run', '--grace', '--', 'true']), 'run', /--grace needs a value/)
     expectUsageError(await cli(['run', '--json=yes', '--', 'true']), 'run', /--json takes no value/)
     expectUsageError(await cli(['run', '-x', '--', 'true']), 'run', /unknown option -x/)
-    expectUsageError(await cli(['run', '--hup', 'ignore', '--', 'true']), 'run', /--hup must be stop, forward/)
+    expectUsageError(
+      await cli(['run', '--hup', 'ignore', '--', 'true']),
+      'run',
+      /^procward run: --hup must be one of 'stop', 'forward', got string "ignore"$/,
+    )
+    expectUsageError(
+      await cli(['run', '--restart', 'sometimes', '--', 'true']),
+      'run',
+      /^procward run: --restart must be one of 'always', 'on-failure', 'never', got string "sometimes"$/,
+    )
     expectUsageError(await cli(['run', '--grace', '1e3', '--', 'true']), 'run', /--grace must be a whole number/)
-    expectUsageError(await cli(['run', '--grace', '99999999999', '--', 'true']), 'run', /--grace must be in/)
+    expectUsageError(
+      await cli(['run', '--grace', '99999999999', '--', 'true']),
+      'run',
+      /^procward run: --grace must be a number of milliseconds in 0\.\.=2147483647, got 99999999999$/,
+    )
+    // The library judges the range, in the flag's words.
+    expectUsageError(
+      await cli(['run', '--ready-port', '0', '--', 'true']),
+      'run',
+      /^procward run: --ready-port must be an integer in 1\.\.=65535, got 0$/,
+    )
+    expectUsageError(
+      await cli(['run', '--max-restarts', '99999999999', '--', 'true']),
+      'run',
+      /^procward run: --max-restarts must be an integer in 0\.\.=2147483647, got 99999999999$/,
+    )
     expectUsageError(await cli(['status', '--json', 'a', 'b']), 'status', /one STATE_FILE/)
     expectUsageError(await cli(['frob']), '', /^procward: unknown command frob/)
     // A value the library refuses is bad usage too.

@@ -142,7 +142,7 @@ describe.skipIf(process.platform !== 'linux')('procward run --health-*', () => {
     const dir = tempDir()
     const ran = join(dir, 'ran')
     const cases: [string[], RegExp][] = [
-      [['--health-port', '70000'], /--health-port must be in 1\.\.65535/],
+      [['--health-port', '70000'], /--health-port must be an integer in 1\.\.=65535, got 70000$/],
       [['--health-port', '-1'], /--health-port needs a value/],
       [['--health-port', 'x'], /--health-port must be a whole number/],
       [['--health-http', 'ftp://127.0.0.1/'], /--health-http must be an http: or https: URL/],
@@ -158,7 +158,13 @@ describe.skipIf(process.platform !== 'linux')('procward run --health-*', () => {
         /--health-timeout must be less than --health-interval \(10000\)/,
       ],
       [['--health-port', '80', '--health-interval', '1.5'], /--health-interval must be a whole number/],
-      [['--health-port', '80', '--health-failures', '0'], /--health-failures must be in 1\.\./],
+      [['--health-port', '80', '--health-failures', '0'], /--health-failures must be an integer in 1\.\.=/],
+      // The library's rules in the flags' words: every option a message names.
+      [
+        ['--health-port', '80', '--health-interval', '1'],
+        /--health-interval must be an integer in 2\.\.=2147483647 \(above --health-timeout\), got 1$/,
+      ],
+      [['--health-port', '80', '--health-start-period', '-'], /--health-start-period must be a whole number/],
       [['--health-interval', '1000'], /--health-interval needs a check: --health-port or --health-http/],
     ]
     for (const [flags, message] of cases) {

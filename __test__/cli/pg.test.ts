@@ -41,6 +41,20 @@ describe('procward lock --postgres: usage', () => {
     }
   })
 
+  it('--help states the floor --host-loss-ms is held to', async () => {
+    const help = await cli(['lock', '--help'])
+    const floor = help.out.match(/--host-loss-ms MS[^\n]*\n[^\n]*at least (\d+)/)?.[1]
+    expect(floor, help.out).toBeDefined()
+    // Port 1 on loopback: nothing listens there, so a value taken ends in a refused connection (exit 1).
+    const url = 'postgres://procward@127.0.0.1:1/postgres'
+    const run = (ms: number) =>
+      cli(['lock', '--postgres', url, '--key', 'k', '--host-loss-ms', String(ms), '--', 'true'])
+    const below = await run(Number(floor) - 1)
+    expect(below.code).toBe(2)
+    expect(below.err).toMatch(new RegExp(`--host-loss-ms must be in ${floor}\\.\\.`))
+    expect((await run(Number(floor))).code).toBe(1)
+  })
+
   it('a server that cannot be reached: its message, exit 1', async () => {
     // Port 1 on loopback: nothing listens there.
     const r = await cli(['lock', '--postgres', 'postgres://procward@127.0.0.1:1/postgres', '--key', 'k', '--', 'true'])

@@ -1,7 +1,9 @@
 // The CLI is a thin parser over the library's public exports: bin/ and
 // lib/cli/ load the package entry, Node's own modules and one another —
-// and, on the --postgres path only, procward/pg's inside (lib/pg.js: the
-// lock and the size of a purpose).
+// and, by name, the few package-internal modules a verb needs beside it
+// (never through a door in the public entry): on the --postgres path,
+// procward/pg's inside (lib/pg.js: the lock and the size of a purpose);
+// for procward run, an init's duties and the speaker to a service manager.
 import { readdirSync, readFileSync } from 'node:fs'
 import { builtinModules } from 'node:module'
 import { join } from 'node:path'
@@ -29,7 +31,13 @@ describe('the CLI', () => {
     expect(requires(join(CLI_DIR, 'early-signals.js')).filter((n) => !builtin(n))).toEqual([])
   })
 
-  it('lib/cli/ requires only the package entry, node: modules, its own files (and procward/pg)', () => {
+  /** The package-internal modules a verb may require by name, beside the entry. */
+  const INTERNALS: Record<string, string[]> = {
+    'lock.js': ['../pg.js'],
+    'run.js': ['../init.js', '../supervisor/notify-out.js'],
+  }
+
+  it('lib/cli/ requires only the package entry, node: modules, its own files (and the internals a verb names)', () => {
     const own = new Set(readdirSync(CLI_DIR).map((f) => `./${f}`))
     for (const file of readdirSync(CLI_DIR)) {
       for (const name of requires(join(CLI_DIR, file))) {
@@ -38,17 +46,38 @@ describe('the CLI', () => {
           own.has(name) ||
           name === '../..' ||
           name === '../../package.json' ||
-          (file === 'lock.js' && name === '../pg.js')
+          (INTERNALS[file] ?? []).includes(name)
         expect(ok, `lib/cli/${file} requires ${name}`).toBe(true)
       }
     }
+  })
+
+  it('no door to the internals through the global symbol registry: it holds brands (cross-copy checks) only', () => {
+    const files = [join(ROOT, 'index.js')]
+    const walk = (dir: string) => {
+      for (const e of readdirSync(dir, { withFileTypes: true })) {
+        if (e.isDirectory()) walk(join(dir, e.name))
+        else if (e.name.endsWith('.js')) files.push(join(dir, e.name))
+      }
+    }
+    walk(join(ROOT, 'lib'))
+    const keys = new Set<string>()
+    for (const file of files) {
+      for (const m of readFileSync(file, 'utf8').matchAll(/Symbol\.for\(\s*'([^']*)'/g)) keys.add(m[1] as string)
+    }
+    const brands = ['procward.error', 'procward.execError', 'procward.lock', 'procward.supervised']
+    // Node's own well-known symbols, for runtimes that lack them.
+    const node = ['nodejs.dispose', 'nodejs.asyncDispose']
+    expect([...keys].filter((k) => !brands.includes(k) && !node.includes(k))).toEqual([])
+    expect(keys.size).toBeGreaterThan(0) // the scan read the sources
   })
 
   it('loads the package only inside a verb (so --help needs no native binary)', () => {
     for (const file of readdirSync(CLI_DIR)) {
       const source = readFileSync(join(CLI_DIR, file), 'utf8')
       for (const line of source.split('\n')) {
-        if (/require\('\.\.\/\.\.'\)|require\('\.\.\/pg\.js'\)/.test(line)) {
+        // The entry, or anything else of the package outside lib/cli/.
+        if (/require\('\.\.\//.test(line)) {
           // Never at the top level of a module.
           expect(line, `lib/cli/${file}`).toMatch(/^\s+/)
         }

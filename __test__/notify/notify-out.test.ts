@@ -29,6 +29,33 @@ afterEach(() => {
 /** What systemd sets that tells procward whether it is the unit's main process. */
 const SYSTEMD_VARS = ['INVOCATION_ID', 'SYSTEMD_EXEC_PID']
 
+/** notify-out's Speaker: what procward run attaches to its Supervisor (package-internal). */
+interface Speaker {
+  readonly name: string
+  starting(): void
+  stopping(): void
+  childStatus(text: string | null): void
+  close(): void
+}
+const { speakFor } = require('../../lib/supervisor/notify-out.js') as {
+  speakFor(sup: Supervisor, o: { checked: boolean; say: (text: string) => void }): Speaker | null
+}
+
+/** Runs `body` with this process's environment holding `vars` (and no SYSTEMD_VARS), restored after. */
+async function withManagerEnv<T>(vars: Record<string, string>, body: () => Promise<T>): Promise<T> {
+  const saved = { ...process.env }
+  for (const k of SYSTEMD_VARS) delete process.env[k]
+  Object.assign(process.env, vars)
+  try {
+    return await body()
+  } finally {
+    for (const k of ['NOTIFY_SOCKET', 'WATCHDOG_USEC', 'WATCHDOG_PID', ...SYSTEMD_VARS]) {
+      if (saved[k] === undefined) delete process.env[k]
+      else process.env[k] = saved[k]
+    }
+  }
+}
+
 /** This process's environment without SYSTEMD_VARS (the tests may run in a systemd unit of their own). */
 function ownEnv(): NodeJS.ProcessEnv {
   const env = { ...process.env }
@@ -294,33 +321,42 @@ describe.skipIf(!native.notifySupported())('procward run under a service manager
     expect(errs[1]).toMatch(/procward's parent is pid \d+ \([^)]+\), not the service manager/)
   })
 
-  /** A Supervisor speaking to `manager` as procward run's does, its watchdog at `usec`. */
+  /**
+   * A Supervisor speaking to `manager` as procward run's does (its Speaker
+   * told when a run and a stop begin), its watchdog at `usec`.
+   */
   async function underManager<T>(
     manager: StandIn,
     usec: string,
     options: SupervisorOptions,
     body: (sup: Supervisor, said: string[]) => Promise<T>,
   ): Promise<T> {
-    const saved = { ...process.env }
-    for (const k of SYSTEMD_VARS) delete process.env[k]
-    Object.assign(process.env, { NOTIFY_SOCKET: manager.address, WATCHDOG_USEC: usec })
     const said: string[] = []
-    const sup = new Supervisor({
-      ...options,
-      [Symbol.for('procward.serviceManager')]: { say: (t: string) => said.push(t) },
-    } as SupervisorOptions)
-    try {
-      // The manager's variables are taken from this process's environment.
-      expect(process.env.NOTIFY_SOCKET).toBeUndefined()
-      expect(process.env.WATCHDOG_USEC).toBeUndefined()
-      return await body(sup, said)
-    } finally {
-      await sup.stop({ signal: 'SIGKILL' }).catch(() => {})
-      for (const k of ['NOTIFY_SOCKET', 'WATCHDOG_USEC', 'WATCHDOG_PID', ...SYSTEMD_VARS]) {
-        if (saved[k] === undefined) delete process.env[k]
-        else process.env[k] = saved[k]
+    return await withManagerEnv({ NOTIFY_SOCKET: manager.address, WATCHDOG_USEC: usec }, async () => {
+      let speaker: Speaker | null = null
+      class Spoken extends Supervisor {
+        override start(): Promise<void> {
+          speaker?.starting()
+          return super.start()
+        }
+        override stop(o?: Parameters<Supervisor['stop']>[0]) {
+          speaker?.stopping()
+          return super.stop(o)
+        }
       }
-    }
+      const sup = new Spoken(options)
+      speaker = speakFor(sup, { checked: options.ready !== undefined, say: (t) => said.push(t) })
+      try {
+        expect(speaker).not.toBeNull()
+        // The manager's variables are taken from this process's environment.
+        expect(process.env.NOTIFY_SOCKET).toBeUndefined()
+        expect(process.env.WATCHDOG_USEC).toBeUndefined()
+        return await body(sup, said)
+      } finally {
+        await sup.stop({ signal: 'SIGKILL' }).catch(() => {})
+        speaker?.close()
+      }
+    })
   }
 
   /** The pings `manager` hears over `ms` while `sup` stays in `state` throughout. */
@@ -366,6 +402,64 @@ describe.skipIf(!native.notifySupported())('procward run under a service manager
       const stopped = sup.stop()
       expect(await pingsIn(manager, sup, 'stopping', 1000)).toBeGreaterThanOrEqual(3)
       await stopped
+    })
+  })
+})
+
+describe.skipIf(!native.notifySupported())('the Speaker (what procward run attaches to its Supervisor)', () => {
+  /** Sends `text` to `manager` from this process, and waits until it is heard: what came before it has been heard too. */
+  async function mark(manager: StandIn, text: string): Promise<number> {
+    const tx = native.NotifySender.open(manager.address)
+    expect(tx.send(text)).toBe(true)
+    tx.close()
+    await waitFor(() => manager.texts().includes(text), 10_000, text)
+    return manager.texts().indexOf(text)
+  }
+
+  it('one per process: a second throws naming the first, until the first is closed; none once the variables are taken', async () => {
+    const manager = standIn()
+    const say = () => {}
+    await withManagerEnv({ NOTIFY_SOCKET: manager.address }, async () => {
+      const first = new Supervisor({ command: 'true', name: 'first' })
+      const second = new Supervisor({ command: 'true', name: 'second' })
+      const speaker = speakFor(first, { checked: false, say })
+      expect(speaker?.name).toBe('first')
+      process.env.NOTIFY_SOCKET = manager.address
+      expect(() => speakFor(second, { checked: false, say })).toThrow(
+        /first speaks to the service manager already \(one supervisor per process\)/,
+      )
+      // The refused one took nothing.
+      expect(process.env.NOTIFY_SOCKET).toBe(manager.address)
+      speaker?.close()
+      const next = speakFor(second, { checked: false, say })
+      expect(next?.name).toBe('second')
+      next?.close()
+      // The variables are taken: no manager to speak to.
+      expect(speakFor(second, { checked: false, say })).toBeNull()
+    })
+  })
+
+  it('says nothing of a stop before a run began; once closed, neither pings nor hears its supervisor', async () => {
+    const manager = standIn()
+    // 10 ms pings.
+    await withManagerEnv({ NOTIFY_SOCKET: manager.address, WATCHDOG_USEC: '20000' }, async () => {
+      const sup = new Supervisor({ command: 'sleep', args: ['100'] })
+      const said: string[] = []
+      const speaker = speakFor(sup, { checked: false, say: (t) => said.push(t) }) as Speaker
+      const listening = sup.listenerCount('stopped')
+      speaker.stopping()
+      speaker.starting()
+      await manager.waitFor('WATCHDOG', '1')
+      // Datagrams keep their order: a STOPPING=1 would have come first.
+      expect(manager.with('STOPPING')).toEqual([])
+      speaker.close()
+      expect(sup.listenerCount('stopped')).toBe(listening - 1)
+      const closed = await mark(manager, 'X-MARK=closed')
+      await sleep(200) // 20 periods
+      const later = await mark(manager, 'X-MARK=later')
+      expect(manager.texts().slice(closed + 1, later)).toEqual([])
+      // Nor tried to: a ping on the closed socket would have said it failed.
+      expect(said).toEqual([])
     })
   })
 })

@@ -99,25 +99,26 @@ function commandOf(verb, rest) {
   return rest
 }
 
-/** A whole number of `name` in min..max, from its text. */
-function integer(verb, value, name, min, max) {
+/**
+ * The whole number `--name` gives, from its text (digits only: no sign,
+ * fraction or exponent). Its range is judged by whoever takes it: the
+ * library, for a flag that is one of its options.
+ */
+function wholeNumber(verb, value, name) {
   if (typeof value !== 'string' || !/^\d+$/.test(value)) {
     throw new UsageError(verb, `--${name} must be a whole number, got ${JSON.stringify(value)}`)
   }
-  const n = Number(value)
-  if (n < min || n > max) throw new UsageError(verb, `--${name} must be in ${min}..${max}, got ${value}`)
-  return n
+  return Number(value)
 }
 
-/** `value` if it is one of `allowed`. */
-function oneOf(verb, value, name, allowed) {
-  if (!allowed.includes(value)) {
-    throw new UsageError(verb, `--${name} must be ${allowed.join(', ')}, got ${JSON.stringify(value)}`)
-  }
-  return value
+/** A whole number of `name` in min..max, from its text (a flag whose range is the CLI's own). */
+function integer(verb, value, name, min, max) {
+  const n = wholeNumber(verb, value, name)
+  if (n < min || n > max) throw new UsageError(verb, `--${name} must be in ${min}..${max}, got ${value}`)
+  return n
 }
 
 /** Durations: as setTimeout takes them. */
 const MAX_MS = 2 ** 31 - 1
 
-module.exports = { UsageError, parse, commandOf, integer, oneOf, MAX_MS }
+module.exports = { UsageError, parse, commandOf, wholeNumber, integer, MAX_MS }

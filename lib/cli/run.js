@@ -1,11 +1,12 @@
 // procward run: a foreground supervisor. Its signal handling is the
 // library's handleSignals (every signal that would end us stops the child's
-// whole group first, then ends us with that signal), and so is its speech
-// to a service manager that started it (NOTIFY_SOCKET: READY=1, STATUS=,
-// STOPPING=1, WATCHDOG=1; the variables are not passed on to the child);
-// this file parses, logs and chooses the exit status.
+// whole group first, then ends us with that signal), and its speech to a
+// service manager that started it (NOTIFY_SOCKET: READY=1, STATUS=,
+// STOPPING=1, WATCHDOG=1; the variables are not passed on to the child) is
+// the package's notify-out Speaker, attached here; this file parses, logs
+// and chooses the exit status.
 
-const { parse, commandOf, integer, oneOf, MAX_MS, UsageError } = require('./args.js')
+const { parse, commandOf, UsageError, wholeNumber } = require('./args.js')
 const common = require('./common.js')
 const earlySignals = require('./early-signals.js')
 const { createOutput, underJournal } = require('./output.js')
@@ -23,8 +24,9 @@ const HEALTH_SPEC = {
 
 /**
  * options.health from the --health-* flags, or undefined without a check.
- * Each value is judged here in the flags' words; the library judges the
- * rest (the URL), its words mapped to the flags' by RUN_WORDS.
+ * The flags' text is read here; the values are judged by the library (its
+ * ranges, its defaults, timeout below interval), its words mapped to the
+ * flags' by RUN_WORDS.
  */
 function healthOptions(opts) {
   const port = opts['health-port']
@@ -39,29 +41,17 @@ function healthOptions(opts) {
     }
     return undefined
   }
-  const health = {
-    check: port !== undefined ? { port: integer('run', port, 'health-port', 1, 65535) } : { http: url },
-  }
-  if (opts['health-interval'] !== undefined) {
-    health.intervalMs = integer('run', opts['health-interval'], 'health-interval', 2, MAX_MS)
-  }
-  if (opts['health-timeout'] !== undefined) {
-    health.timeoutMs = integer('run', opts['health-timeout'], 'health-timeout', 1, MAX_MS)
-    const interval = health.intervalMs ?? 10_000
-    if (health.timeoutMs >= interval) {
-      throw new UsageError(
-        'run',
-        `--health-timeout must be less than --health-interval (${interval}), got ${health.timeoutMs}`,
-      )
-    }
-  }
-  if (opts['health-failures'] !== undefined) {
-    health.failures = integer('run', opts['health-failures'], 'health-failures', 1, MAX_MS)
-  }
-  if (opts['health-start-period'] !== undefined) {
-    health.startPeriodMs = integer('run', opts['health-start-period'], 'health-start-period', 0, MAX_MS)
-  }
+  const health = { check: port !== undefined ? { port: number(opts, 'health-port') } : { http: url } }
+  health.intervalMs = number(opts, 'health-interval')
+  health.timeoutMs = number(opts, 'health-timeout')
+  health.failures = number(opts, 'health-failures')
+  health.startPeriodMs = number(opts, 'health-start-period')
   return health
+}
+
+/** The whole number `--flag` gives, or undefined when not given (its range is the library's to judge). */
+function number(opts, flag) {
+  return opts[flag] === undefined ? undefined : wholeNumber('run', opts[flag], flag)
 }
 
 const SPEC = {
@@ -87,8 +77,10 @@ const RUN_WORDS = {
   args: 'ARGS',
   name: '--name',
   restart: '--restart',
+  'handleSignals.hup': '--hup',
   stateFile: '--state-file',
   ready: '--ready-port',
+  'ready.port': '--ready-port',
   'spawn.stop.graceMs': '--grace',
   'crashLoop.maxRestarts': '--max-restarts',
   'spawn.cwd': '--cwd',
@@ -101,12 +93,25 @@ const RUN_WORDS = {
   'health.startPeriodMs': '--health-start-period',
 }
 
-// The package's internal init duties (lib/init.js), for PID 1 and --init.
-const INIT_DUTIES = Symbol.for('procward.initDuties')
+/**
+ * A library message in this verb's words: its leading option, and every
+ * other it names (`options.health.intervalMs` in a message about
+ * timeoutMs), as the argument that gives it.
+ */
+function inRunWords(message) {
+  return common
+    .inOurWords(message, RUN_WORDS)
+    .replace(/\boptions\.[\w.]*\w/g, (name) => common.inOurWords(`${name} `, RUN_WORDS).trimEnd())
+}
 
-// The library's package-internal Supervisor option that makes it speak to
-// the service manager that started this process (see lib/supervisor/notify.js).
-const SERVICE_MANAGER = Symbol.for('procward.serviceManager')
+/**
+ * What procward run uses of the package beside its public entry, loaded
+ * with it (inside the verb: both need the native binary): an init's duties
+ * (lib/init.js), and the speaker to a service manager.
+ */
+function internals() {
+  return { init: require('../init.js'), notifyOut: require('../supervisor/notify-out.js') }
+}
 
 /** The --json form of an error: message and code, and its cause's. */
 function errorFields(err) {
@@ -121,47 +126,47 @@ async function main(argv, { help }) {
   const [command, ...args] = commandOf('run', rest)
   // --cwd, --env, --env-file, --user, --umask: the daemon's, checked now.
   const spawn = unitSpawnOptions(opts)
-  if (opts.grace !== undefined) spawn.stop = { graceMs: integer('run', opts.grace, 'grace', 0, MAX_MS) }
+  if (opts.grace !== undefined) spawn.stop = { graceMs: number(opts, 'grace') }
   if (opts.cgroup) spawn.cgroup = true
   if (opts.prefix) spawn.stdio = ['ignore', 'pipe', 'pipe']
-  const hup = opts.hup === undefined ? 'stop' : oneOf('run', opts.hup, 'hup', ['stop', 'forward'])
-  const options = { command, args, spawn, handleSignals: { hup } }
+  // --hup's default, as its help says: SIGHUP (a closed terminal) stops COMMAND.
+  const options = { command, args, spawn, handleSignals: { hup: opts.hup ?? 'stop' } }
   if (opts.name !== undefined) options.name = opts.name
-  if (opts.restart !== undefined) {
-    options.restart = oneOf('run', opts.restart, 'restart', ['always', 'on-failure', 'never'])
-  }
+  if (opts.restart !== undefined) options.restart = opts.restart
   if (opts['state-file'] !== undefined) options.stateFile = opts['state-file']
   if (opts['ready-port'] !== undefined && opts['ready-notify']) {
     throw new UsageError('run', '--ready-port and --ready-notify are two ready checks: choose one')
   }
-  if (opts['ready-port'] !== undefined) {
-    options.ready = { port: integer('run', opts['ready-port'], 'ready-port', 1, 65535) }
-  }
+  if (opts['ready-port'] !== undefined) options.ready = { port: number(opts, 'ready-port') }
   if (opts['ready-notify']) options.ready = { notify: true }
   const health = healthOptions(opts)
   if (health !== undefined) options.health = health
-  // What the manager's socket had to say before the log was set up.
-  const early = []
-  let say = (text) => early.push(text)
-  options[SERVICE_MANAGER] = { say: (text) => say(text) }
-  if (opts['max-restarts'] !== undefined) {
-    options.crashLoop = { maxRestarts: integer('run', opts['max-restarts'], 'max-restarts', 0, MAX_MS) }
-  }
+  if (opts['max-restarts'] !== undefined) options.crashLoop = { maxRestarts: number(opts, 'max-restarts') }
 
   const output = createOutput({ stamp: !opts.json && !underJournal(), prefix: opts.prefix === true })
   const { Supervisor } = common.procward()
+  const { init, notifyOut } = internals()
+  /** Our voice to the service manager that started us (attached below), or null. */
+  let speaker = null
 
   // With --prefix, the child's last words are still in its pipes when it
   // has been reaped: a stop (the one handleSignals makes, before it raises
   // the signal that ends us) is over once they are written out. A second
-  // signal (SIGKILL at once) waits for nothing.
+  // signal (SIGKILL at once) waits for nothing. The speaker hears of what
+  // no event says: a stop begins, the child's own STATUS=.
   class Foreground extends Supervisor {
     stop(o) {
+      speaker?.stopping()
       if (o?.signal === 'SIGKILL') output.abandon()
       return super.stop(o).then(async (r) => {
         await output.settle()
         return r
       })
+    }
+    setChildStatus(text) {
+      const recorded = super.setChildStatus(text)
+      if (recorded) speaker?.childStatus(text)
+      return recorded
     }
   }
 
@@ -172,7 +177,7 @@ async function main(argv, { help }) {
     // A value the library refused is bad usage (--name ''); anything else
     // is a failure.
     if (err instanceof TypeError || err instanceof RangeError) {
-      throw new UsageError('run', common.inOurWords(err.message, RUN_WORDS))
+      throw new UsageError('run', inRunWords(err.message))
     }
     throw err
   }
@@ -184,8 +189,11 @@ async function main(argv, { help }) {
       output.line(`procward: ${name}: ${event}${text ? ` ${text}` : ''}`)
     }
   }
-  say = (text) => log('notify', { message: text }, text)
-  for (const text of early.splice(0)) say(text)
+  // Before our own listeners, so that the manager hears of an event first.
+  speaker = notifyOut.speakFor(sup, {
+    checked: options.ready !== undefined,
+    say: (text) => log('notify', { message: text }, text),
+  })
   const { exitText } = common
   sup.on('spawn', (c) => {
     output.pipe(c, name)
@@ -217,8 +225,8 @@ async function main(argv, { help }) {
   })
   // A container's entrypoint (PID 1 of its pid namespace), or --init: the
   // orphans the kernel hands us are reaped, as tini would (lib/init.js).
-  const init = common.procward()[INIT_DUTIES]
   if (opts.init || init.isPidOne()) init.startInitDuties({ subreaper: !init.isPidOne() })
+  speaker?.starting()
   sup.start().catch(() => {
     // Reported by 'failed' (or the signal that stopped it).
   })

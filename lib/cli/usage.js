@@ -111,7 +111,7 @@ be run 126. With --postgres, COMMAND's environment has PROCWARD_LOCK_FENCE
   --postgres URL     lock on this PostgreSQL server (postgres://...) rather than a file
   --key KEY          the lock's name on the server (required with --postgres)
   --host-loss-ms MS  with --postgres: the bound on a takeover after this host is lost
-                     (at least 2000; default 10000)`,
+                     (at least 3000; default 10000)`,
 }
 
 const MAIN_USAGE = `usage: procward <command> [options]

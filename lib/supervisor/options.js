@@ -5,10 +5,10 @@
 
 const path = require('node:path')
 const { isMainThread } = require('node:worker_threads')
-const { rangeError, typeError } = require('../errors')
+const { brand, rangeError, typeError } = require('../errors')
 const validate = require('../validate')
 const { checkSpawnOptions, nativeStopOptions, NOTIFY_FD, notifyFd, SPAWN_KEYS, STOP_KEYS } = require('../supervised')
-const { checkNotifyReady, checkServiceManager, SERVICE_MANAGER } = require('./notify')
+const { supported: notifySupported } = require('./notify-in')
 const { MARK_VAR } = require('./state-file')
 
 const DEFAULTS = Object.freeze({
@@ -68,6 +68,17 @@ function lineMatcher(value, name) {
   throw typeError(`${name} must be a string or a RegExp, got ${validate.describe(value)}`)
 }
 
+/** options.ready.notify: only `true`, and only where the protocol exists (notify-in.js). */
+function checkNotifyReady(value, name) {
+  if (value !== true) throw typeError(`${name} must be true`, 'ERR_INVALID_ARG_VALUE')
+  if (!notifySupported()) {
+    const err = new Error(`${name}: the notify protocol needs Linux (unix datagram sockets with SCM_CREDENTIALS)`)
+    err.code = 'ERR_NOTIFY_UNAVAILABLE'
+    throw brand(err)
+  }
+  return { kind: 'sd-notify' }
+}
+
 /** options.ready → { kind: 'port' | 'line' | 'notify' | 'sd-notify' | 'function', ... }, or null. */
 function checkReady(value) {
   if (value === undefined) return null
@@ -103,6 +114,14 @@ function checkReady(value) {
 /** A whole number of milliseconds in min..=2^31-1 (a health timer's period), or `fallback`. */
 function wholeMs(value, name, min, fallback, why = '') {
   return value === undefined ? fallback : validate.integer(value, name, min, validate.DURATION_MAX, why)
+}
+
+/** The largest count taken (failures, restarts): 2^31-1, far past any real one. */
+const COUNT_MAX = 2 ** 31 - 1
+
+/** A whole number of things in min..=COUNT_MAX, or `fallback`. */
+function count(value, name, min, fallback) {
+  return value === undefined ? fallback : validate.integer(value, name, min, COUNT_MAX)
 }
 
 /** options.health.check → { kind: 'port', port, host } | { kind: 'http', url, status } | { kind: 'function', fn }. */
@@ -162,7 +181,13 @@ function checkHealth(value) {
   validate.knownKeys(h, ['check', ...Object.keys(DEFAULTS.health)], 'options.health')
   const check = checkHealthCheck(h.check)
   const d = DEFAULTS.health
-  const intervalMs = wholeMs(h.intervalMs, 'options.health.intervalMs', 2, d.intervalMs, ' (above timeoutMs)')
+  const intervalMs = wholeMs(
+    h.intervalMs,
+    'options.health.intervalMs',
+    2,
+    d.intervalMs,
+    ' (above options.health.timeoutMs)',
+  )
   const timeoutMs = wholeMs(
     h.timeoutMs,
     'options.health.timeoutMs',
@@ -178,7 +203,7 @@ function checkHealth(value) {
     ...check,
     intervalMs,
     timeoutMs,
-    failures: wholeMs(h.failures, 'options.health.failures', 1, d.failures),
+    failures: count(h.failures, 'options.health.failures', 1, d.failures),
     startPeriodMs: wholeMs(h.startPeriodMs, 'options.health.startPeriodMs', 0, d.startPeriodMs),
   })
 }
@@ -206,12 +231,8 @@ function checkCrashLoop(value) {
   const c = value === undefined ? {} : validate.object(value, 'options.crashLoop')
   validate.knownKeys(c, Object.keys(DEFAULTS.crashLoop), 'options.crashLoop')
   return Object.freeze({
-    maxRestarts: validate.integer(
-      c.maxRestarts ?? DEFAULTS.crashLoop.maxRestarts,
-      'options.crashLoop.maxRestarts',
-      0,
-      validate.DURATION_MAX,
-    ),
+    // null too means the default, as it always has.
+    maxRestarts: count(c.maxRestarts ?? undefined, 'options.crashLoop.maxRestarts', 0, DEFAULTS.crashLoop.maxRestarts),
     windowMs: ms(c.windowMs, 'options.crashLoop.windowMs', DEFAULTS.crashLoop.windowMs),
   })
 }
@@ -263,15 +284,13 @@ function checkOptions(options) {
   // The spawn options themselves, checked now rather than at the first
   // spawn (the native options builder checks everything, starts nothing).
   checkSpawnOptions(spawnOptions(opts, undefined))
-  // Package-internal (what `procward run` sets): see notify.SERVICE_MANAGER.
-  opts.serviceManager = checkServiceManager(options[SERVICE_MANAGER])
   return opts
 }
 
 /**
  * The spawnSupervised options of one attempt (forcing what a ready check
  * needs); with a `mark`, the child's environment carries it (see MARK_VAR),
- * and with `notifyIn` (notify.js) its NOTIFY_SOCKET.
+ * and with `notifyIn` (notify-in.js) its NOTIFY_SOCKET.
  */
 function spawnOptions(opts, env, mark = null, notifyIn = null) {
   const o = { ...opts.spawn }
