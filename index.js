@@ -9,6 +9,7 @@ const { waitForExit } = require('./lib/wait')
 const { Supervisor, readSupervisorState, distrustSupervisorState, killRecordedCgroup } = require('./lib/supervisor')
 const { acquireLock, tryLock, readLock, ProcessLock } = require('./lib/lock')
 const { exec, ExecError, isExecError } = require('./lib/exec')
+const { notifyServiceManager } = require('./lib/supervisor/notify-out')
 
 function isProcessRunning(pid, identity) {
   validate.pid(pid)
@@ -38,6 +39,7 @@ exports.Supervisor = Supervisor
 exports.readSupervisorState = readSupervisorState
 exports.distrustSupervisorState = distrustSupervisorState
 exports.killRecordedCgroup = killRecordedCgroup
+exports.notifyServiceManager = notifyServiceManager
 exports.acquireLock = acquireLock
 exports.tryLock = tryLock
 exports.readLock = readLock

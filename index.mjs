@@ -19,6 +19,7 @@ export const {
   readSupervisorState,
   distrustSupervisorState,
   killRecordedCgroup,
+  notifyServiceManager,
   acquireLock,
   tryLock,
   readLock,

@@ -219,6 +219,21 @@ export interface SupervisorOptions {
    */
   handleSignals?: boolean | { hup?: 'stop' | 'forward' | undefined } | undefined
   /**
+   * Speak sd_notify(3) to the service manager that started this process
+   * (systemd `Type=notify`: NOTIFY_SOCKET set), as `procward run` does:
+   * `READY=1` once the daemon is ready (a daemon without a ready check:
+   * once it has run 1 s), again after each restart's ready; `STATUS=` on
+   * each event; `STOPPING=1` when a stop begins; `WATCHDOG=1` at half
+   * `WATCHDOG_USEC` from `start()` to the end, in every state, from a timer
+   * on this loop (a stuck loop sends nothing: the manager's watchdog sees
+   * it). The manager's variables are taken out of `process.env` at the first
+   * `start()`, so no child speaks to the manager as this process.
+   * Without NOTIFY_SOCKET nothing is sent. One supervisor per process:
+   * constructing a second while the first has not stopped or failed throws
+   * `ERR_INVALID_ARG_VALUE`, naming the first. Default false.
+   */
+  notify?: boolean | undefined
+  /**
    * Published for every child once it runs, as `setMeta()` does for one:
    * in the record that first reads `running` (a spawned child once ready,
    * an orphan adopted at takeover), before `'ready'` / `'running'` fire, and
@@ -346,3 +361,15 @@ export interface SupervisorStatus {
 // Only what is marked `export` is public (the helper types stay private).
 // biome-ignore lint/complexity/noUselessEmptyExport: not useless in a .d.ts
 export {}
+
+/**
+ * Sends `fields` to the service manager that started this process
+ * (sd_notify(3), NOTIFY_SOCKET), as one message: an application's own
+ * states, e.g. `{ STATUS: 'resyncing' }`. Returns false when no manager
+ * started it, or its socket would not take the message now (never waits).
+ * A supervisor with `notify: true` speaks for itself; this is for what it
+ * does not know.
+ * @throws {TypeError} `ERR_INVALID_ARG_VALUE`: a field name that is not
+ * upper-case letters, digits and `_`, a value with a newline, or no field.
+ */
+export declare function notifyServiceManager(fields: Readonly<Record<string, string>>): boolean

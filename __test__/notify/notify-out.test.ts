@@ -1,12 +1,13 @@
 // procward run under a service manager: a stand-in NOTIFY_SOCKET (made
 // with procward's own binding) hears READY=1, STATUS=, STOPPING=1 and
 // WATCHDOG=1 from the CLI's own pid, as systemd would.
+import { execFileSync } from 'node:child_process'
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { Supervisor, type SupervisorOptions } from '../../index.js'
 import { Cli, cli, NODE } from '../cli/cli-process'
-import { freePort, sleep, tempDirs, trackProcesses, waitFor } from '../helpers'
+import { freePort, PROCWARD, sleep, tempDirs, trackProcesses, waitFor } from '../helpers'
 import { environOf, native, StandIn } from './manager'
 
 const { others } = trackProcesses()
@@ -29,16 +30,9 @@ afterEach(() => {
 /** What systemd sets that tells procward whether it is the unit's main process. */
 const SYSTEMD_VARS = ['INVOCATION_ID', 'SYSTEMD_EXEC_PID']
 
-/** notify-out's Speaker: what procward run attaches to its Supervisor (package-internal). */
-interface Speaker {
-  readonly name: string
-  starting(): void
-  stopping(): void
-  childStatus(text: string | null): void
-  close(): void
-}
-const { speakFor } = require('../../lib/supervisor/notify-out.js') as {
-  speakFor(sup: Supervisor, o: { checked: boolean; say: (text: string) => void }): Speaker | null
+/** How notify-out says a problem with the manager (package-internal: procward run's log lines use it). */
+const { reportWith } = require('../../lib/supervisor/notify-out.js') as {
+  reportWith(say: (text: string) => void): void
 }
 
 /** Runs `body` with this process's environment holding `vars` (and no SYSTEMD_VARS), restored after. */
@@ -321,10 +315,7 @@ describe.skipIf(!native.notifySupported())('procward run under a service manager
     expect(errs[1]).toMatch(/procward's parent is pid \d+ \([^)]+\), not the service manager/)
   })
 
-  /**
-   * A Supervisor speaking to `manager` as procward run's does (its Speaker
-   * told when a run and a stop begin), its watchdog at `usec`.
-   */
+  /** A Supervisor with `notify: true` under `manager`, its watchdog at `usec`; `said`: the problems it reported. */
   async function underManager<T>(
     manager: StandIn,
     usec: string,
@@ -332,29 +323,17 @@ describe.skipIf(!native.notifySupported())('procward run under a service manager
     body: (sup: Supervisor, said: string[]) => Promise<T>,
   ): Promise<T> {
     const said: string[] = []
+    reportWith((t) => said.push(t))
     return await withManagerEnv({ NOTIFY_SOCKET: manager.address, WATCHDOG_USEC: usec }, async () => {
-      let speaker: Speaker | null = null
-      class Spoken extends Supervisor {
-        override start(): Promise<void> {
-          speaker?.starting()
-          return super.start()
-        }
-        override stop(o?: Parameters<Supervisor['stop']>[0]) {
-          speaker?.stopping()
-          return super.stop(o)
-        }
-      }
-      const sup = new Spoken(options)
-      speaker = speakFor(sup, { checked: options.ready !== undefined, say: (t) => said.push(t) })
+      const sup = new Supervisor({ ...options, notify: true })
       try {
-        expect(speaker).not.toBeNull()
-        // The manager's variables are taken from this process's environment.
+        const result = await body(sup, said)
+        // The manager's variables were taken from this process's environment at start().
         expect(process.env.NOTIFY_SOCKET).toBeUndefined()
         expect(process.env.WATCHDOG_USEC).toBeUndefined()
-        return await body(sup, said)
+        return result
       } finally {
         await sup.stop({ signal: 'SIGKILL' }).catch(() => {})
-        speaker?.close()
       }
     })
   }
@@ -406,7 +385,7 @@ describe.skipIf(!native.notifySupported())('procward run under a service manager
   })
 })
 
-describe.skipIf(!native.notifySupported())('the Speaker (what procward run attaches to its Supervisor)', () => {
+describe.skipIf(!native.notifySupported())('notify: true (an app that embeds a Supervisor)', () => {
   /** Sends `text` to `manager` from this process, and waits until it is heard: what came before it has been heard too. */
   async function mark(manager: StandIn, text: string): Promise<number> {
     const tx = native.NotifySender.open(manager.address)
@@ -416,50 +395,83 @@ describe.skipIf(!native.notifySupported())('the Speaker (what procward run attac
     return manager.texts().indexOf(text)
   }
 
-  it('one per process: a second throws naming the first, until the first is closed; none once the variables are taken', async () => {
+  it('one per process: a second throws naming the first until the first has stopped; without a manager alike', async () => {
+    for (const socket of [standIn().address, undefined]) {
+      const vars: Record<string, string> = socket === undefined ? {} : { NOTIFY_SOCKET: socket }
+      await withManagerEnv(vars, async () => {
+        if (socket === undefined) delete process.env.NOTIFY_SOCKET
+        const first = new Supervisor({ command: 'sleep', args: ['100'], name: 'first', notify: true })
+        let refused: unknown
+        try {
+          new Supervisor({ command: 'true', name: 'second', notify: true })
+        } catch (err) {
+          refused = err
+        }
+        expect(refused).toBeInstanceOf(TypeError)
+        expect(refused).toMatchObject({
+          code: 'ERR_INVALID_ARG_VALUE',
+          message: expect.stringMatching(
+            /^options\.notify: first speaks to the service manager already, until it stops/,
+          ),
+        })
+        // Without notify, any number.
+        new Supervisor({ command: 'true', name: 'third' })
+        await first.start()
+        await first.stop()
+        const second = new Supervisor({ command: 'sleep', args: ['100'], name: 'second', notify: true })
+        await second.start()
+        await second.stop()
+      })
+    }
+  })
+
+  it('says nothing of a stop before a run began; pings from start() to the end, none after', async () => {
     const manager = standIn()
-    const say = () => {}
-    await withManagerEnv({ NOTIFY_SOCKET: manager.address }, async () => {
-      const first = new Supervisor({ command: 'true', name: 'first' })
-      const second = new Supervisor({ command: 'true', name: 'second' })
-      const speaker = speakFor(first, { checked: false, say })
-      expect(speaker?.name).toBe('first')
-      process.env.NOTIFY_SOCKET = manager.address
-      expect(() => speakFor(second, { checked: false, say })).toThrow(
-        /first speaks to the service manager already \(one supervisor per process\)/,
-      )
-      // The refused one took nothing.
-      expect(process.env.NOTIFY_SOCKET).toBe(manager.address)
-      speaker?.close()
-      const next = speakFor(second, { checked: false, say })
-      expect(next?.name).toBe('second')
-      next?.close()
-      // The variables are taken: no manager to speak to.
-      expect(speakFor(second, { checked: false, say })).toBeNull()
+    const said: string[] = []
+    reportWith((t) => said.push(t))
+    // 10 ms pings.
+    await withManagerEnv({ NOTIFY_SOCKET: manager.address, WATCHDOG_USEC: '20000' }, async () => {
+      const sup = new Supervisor({ command: 'sleep', args: ['100'], notify: true })
+      await sup.stop()
+      await mark(manager, 'X-MARK=before')
+      expect(manager.with('STOPPING')).toEqual([])
+      expect(manager.with('WATCHDOG')).toEqual([])
+      await sup.start()
+      await manager.waitFor('WATCHDOG', '1')
+      await manager.waitFor('READY', '1')
+      await sup.stop()
+      await manager.waitFor('STOPPING', '1')
+      const stopped = await mark(manager, 'X-MARK=stopped')
+      await sleep(200) // 20 periods
+      const later = await mark(manager, 'X-MARK=later')
+      expect(manager.texts().slice(stopped + 1, later)).toEqual([])
+      expect(said).toEqual([])
     })
   })
 
-  it('says nothing of a stop before a run began; once closed, neither pings nor hears its supervisor', async () => {
+  it("notifyServiceManager sends an app's own fields as one message; false without a manager; bad fields refused", async () => {
+    const { notifyServiceManager } = await import('../../index.js')
     const manager = standIn()
-    // 10 ms pings.
-    await withManagerEnv({ NOTIFY_SOCKET: manager.address, WATCHDOG_USEC: '20000' }, async () => {
-      const sup = new Supervisor({ command: 'sleep', args: ['100'] })
-      const said: string[] = []
-      const speaker = speakFor(sup, { checked: false, say: (t) => said.push(t) }) as Speaker
-      const listening = sup.listenerCount('stopped')
-      speaker.stopping()
-      speaker.starting()
-      await manager.waitFor('WATCHDOG', '1')
-      // Datagrams keep their order: a STOPPING=1 would have come first.
-      expect(manager.with('STOPPING')).toEqual([])
-      speaker.close()
-      expect(sup.listenerCount('stopped')).toBe(listening - 1)
-      const closed = await mark(manager, 'X-MARK=closed')
-      await sleep(200) // 20 periods
-      const later = await mark(manager, 'X-MARK=later')
-      expect(manager.texts().slice(closed + 1, later)).toEqual([])
-      // Nor tried to: a ping on the closed socket would have said it failed.
-      expect(said).toEqual([])
+    await withManagerEnv({ NOTIFY_SOCKET: manager.address }, async () => {
+      expect(notifyServiceManager({ STATUS: 'resyncing', X_APP: 'a=b' })).toBe(true)
+      await waitFor(() => manager.texts().includes('STATUS=resyncing\nX_APP=a=b'), 10_000, 'the message')
     })
+    for (const bad of [{}, { status: 'x' }, { STATUS: 'two\nlines' }, { 'A=B': 'x' }]) {
+      expect(() => notifyServiceManager(bad)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARG_VALUE' }))
+    }
+    expect(() => notifyServiceManager({ STATUS: 1 } as never)).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_ARG_TYPE' }),
+    )
+    expect(() => notifyServiceManager(null as never)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARG_TYPE' }))
+    // A process no manager started: false, nothing thrown.
+    const alone = execFileSync(
+      NODE,
+      ['-p', `require(${JSON.stringify(PROCWARD)}).notifyServiceManager({ STATUS: 'x' })`],
+      {
+        env: ownEnv(),
+        encoding: 'utf8',
+      },
+    )
+    expect(alone.trim()).toBe('false')
   })
 })

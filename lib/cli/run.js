@@ -107,7 +107,8 @@ function inRunWords(message) {
 /**
  * What procward run uses of the package beside its public entry, loaded
  * with it (inside the verb: both need the native binary): an init's duties
- * (lib/init.js), and the speaker to a service manager.
+ * (lib/init.js), and the voice of notify-out.js for a problem with the
+ * service manager.
  */
 function internals() {
   return { init: require('../init.js'), notifyOut: require('../supervisor/notify-out.js') }
@@ -130,7 +131,7 @@ async function main(argv, { help }) {
   if (opts.cgroup) spawn.cgroup = true
   if (opts.prefix) spawn.stdio = ['ignore', 'pipe', 'pipe']
   // --hup's default, as its help says: SIGHUP (a closed terminal) stops COMMAND.
-  const options = { command, args, spawn, handleSignals: { hup: opts.hup ?? 'stop' } }
+  const options = { command, args, spawn, handleSignals: { hup: opts.hup ?? 'stop' }, notify: true }
   if (opts.name !== undefined) options.name = opts.name
   if (opts.restart !== undefined) options.restart = opts.restart
   if (opts['state-file'] !== undefined) options.stateFile = opts['state-file']
@@ -146,27 +147,17 @@ async function main(argv, { help }) {
   const output = createOutput({ stamp: !opts.json && !underJournal(), prefix: opts.prefix === true })
   const { Supervisor } = common.procward()
   const { init, notifyOut } = internals()
-  /** Our voice to the service manager that started us (attached below), or null. */
-  let speaker = null
-
   // With --prefix, the child's last words are still in its pipes when it
   // has been reaped: a stop (the one handleSignals makes, before it raises
   // the signal that ends us) is over once they are written out. A second
-  // signal (SIGKILL at once) waits for nothing. The speaker hears of what
-  // no event says: a stop begins, the child's own STATUS=.
+  // signal (SIGKILL at once) waits for nothing.
   class Foreground extends Supervisor {
     stop(o) {
-      speaker?.stopping()
       if (o?.signal === 'SIGKILL') output.abandon()
       return super.stop(o).then(async (r) => {
         await output.settle()
         return r
       })
-    }
-    setChildStatus(text) {
-      const recorded = super.setChildStatus(text)
-      if (recorded) speaker?.childStatus(text)
-      return recorded
     }
   }
 
@@ -189,11 +180,8 @@ async function main(argv, { help }) {
       output.line(`procward: ${name}: ${event}${text ? ` ${text}` : ''}`)
     }
   }
-  // Before our own listeners, so that the manager hears of an event first.
-  speaker = notifyOut.speakFor(sup, {
-    checked: options.ready !== undefined,
-    say: (text) => log('notify', { message: text }, text),
-  })
+  // A problem with the service manager's socket or the unit: a line of ours.
+  notifyOut.reportWith((text) => log('notify', { message: text }, text))
   const { exitText } = common
   sup.on('spawn', (c) => {
     output.pipe(c, name)
@@ -226,7 +214,6 @@ async function main(argv, { help }) {
   // A container's entrypoint (PID 1 of its pid namespace), or --init: the
   // orphans the kernel hands us are reaped, as tini would (lib/init.js).
   if (opts.init || init.isPidOne()) init.startInitDuties({ subreaper: !init.isPidOne() })
-  speaker?.starting()
   sup.start().catch(() => {
     // Reported by 'failed' (or the signal that stopped it).
   })

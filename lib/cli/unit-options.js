@@ -23,7 +23,7 @@ const UNIT_SPEC = {
 }
 
 // A service manager's variables that procward run takes for itself and
-// never passes on (lib/supervisor/notify.js); an environment built here
+// never passes on (lib/supervisor/notify-out.js); an environment built here
 // from process.env must leave them out too.
 const MANAGER_VARS = ['NOTIFY_SOCKET', 'WATCHDOG_USEC', 'WATCHDOG_PID']
 

@@ -10,7 +10,7 @@ const { CGROUP_RECORD, stopSupervisedProcess } = require('../supervised')
 const { waitForExit } = require('../wait')
 const procfs = require('./procfs')
 const { killRecorded } = require('./takeover')
-const { describeExit, exitInfo } = require('./words')
+const { exitInfo } = require('./words')
 
 const noop = () => {}
 const SIGCONT = constants.signals.SIGCONT
@@ -70,7 +70,7 @@ class Run {
 /** An attempt of our own: a child we spawn (`child` null until the spawn succeeded). */
 class OwnRun extends Run {
   child = null
-  /** The child's own NOTIFY_SOCKET (notify.js), or null. */
+  /** The child's own NOTIFY_SOCKET (notify-in.js), or null. */
   notify = null
   /** A line ready check's listener (see readiness). */
   onLine = null
@@ -220,5 +220,4 @@ function killSpawned(child) {
   }
 }
 
-// The words are words.js's; notify.js reads describeExit here.
-module.exports = { describeExit, killSpawned, OwnRun, AdoptedRun }
+module.exports = { killSpawned, OwnRun, AdoptedRun }

@@ -10,7 +10,7 @@ const { spawnSupervised } = require('../supervised')
 const { AdoptedRun, killSpawned, OwnRun } = require('./attempt')
 const { exited } = require('./exit')
 const { dispatch, dispatchFor, emit, recordOnRun, settle, writeState } = require('./machine')
-const notify = require('./notify')
+const notifyIn = require('./notify-in')
 const { checkChildStatus, checkMeta, spawnOptions } = require('./options')
 const { relayOutput } = require('./output')
 const { spawnFailure } = require('./policy')
@@ -24,7 +24,7 @@ function spawn(m) {
   m.run = run
   let child
   try {
-    run.notify = notify.listen(m.o.ready) // the child's own NOTIFY_SOCKET, or null
+    run.notify = notifyIn.listen(m.o.ready) // the child's own NOTIFY_SOCKET, or null
     child = spawnSupervised(m.o.command, m.args, spawnOptions(m.o, m.env, m.mark, run.notify))
     // Its identity now, while the pid is surely its own: the record (and a
     // successor's takeover) cannot do without it. Unreadable (/proc out

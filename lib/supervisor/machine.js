@@ -12,7 +12,7 @@ const { PUBLIC, TABLE, rowOf } = require('./transitions')
 
 /**
  * The state of a Supervisor (`face`, its public object: the emitter its
- * events go out on, and what signals.js and notify.js are handed) with the
+ * events go out on, and what signals.js and notify-out.js are handed) with the
  * normalised options `o`; `actions`: the table's actions by name (see
  * actionTable).
  */
@@ -21,7 +21,7 @@ function createMachine(face, o, actions) {
     face,
     o,
     actions,
-    /** Its voice to the service manager that started us (notify.js), or null: the face's to set. */
+    /** Its voice to the service manager that started us (notify-out.js, with options.notify), or null. */
     manager: null,
     /** What the next spawn takes: options.args, or a restart()'s; the env a restart() gave. */
     args: o.args,

@@ -14,17 +14,22 @@
 // its main process. Sending never waits: a full queue drops the message
 // (said once).
 //
-// A Speaker is attached to a Supervisor from outside: it hears the
-// supervisor's public events, and its owner tells it the three things no
-// event says (a run begins, a stop begins, the child's own STATUS=). The
-// manager hears one main process, so a process has one Speaker at a time.
+// A Supervisor with `notify: true` has a Speaker: it hears the
+// supervisor's public events, and the supervisor tells it the three things
+// no event says (a run begins, a stop begins, the child's own STATUS=). The
+// manager hears one main process, so a process has one Speaker at a time:
+// from its supervisor's construction to that supervisor's end (stopped or
+// failed); a start() after that speaks again if no other took the place.
+// The manager itself (its socket, its watchdog period) is taken once per
+// process, by the first Speaker or notifyServiceManager() call.
 //
 // The other way, a child's READY=1 as a ready check, is notify-in.js.
 
 const fs = require('node:fs')
 const native = require('../../binding.js')
-const { callNative, fromNative } = require('../errors')
-const { describeExit } = require('./attempt')
+const { callNative, fromNative, typeError } = require('../errors')
+const validate = require('../validate')
+const { describeExit } = require('./words')
 const { MANAGER_VARS } = require('./notify-in')
 
 /** What to change when procward is not the process the manager started (docs/service-manager.md). */
@@ -140,6 +145,32 @@ function statusText(text) {
 
 /** The Speaker of this process, or null (see speakFor). */
 let owner = null
+/** The manager, once taken (takeManager's answer: null when there is none); undefined before. */
+let taken
+
+/** How a problem with the manager's socket or the unit is said: a process warning, unless the CLI says it its way. */
+let report = (text) => process.emitWarning(`procward: ${text}`, { code: 'PROCWARD_NOTIFY' })
+
+/** Says the problems of the manager (each at most once) with `say(text)` instead of a process warning. */
+function reportWith(say) {
+  report = say
+}
+
+/**
+ * The manager that started this process (see takeManager); null when none
+ * did. Taken once: the variables leave process.env as they are taken. A
+ * NOTIFY_SOCKET set again later (a test's stand-in manager) is taken anew.
+ */
+function manager() {
+  const again = process.env.NOTIFY_SOCKET !== undefined && process.env.NOTIFY_SOCKET !== ''
+  if (taken === undefined || again) {
+    const previous = taken
+    taken = takeManager(process.env, (text) => report(text))
+    // Unless a Speaker still speaks through it.
+    if (owner === null) previous?.close()
+  }
+  return taken
+}
 
 /**
  * Speaks for one supervisor to the manager (from takeManager). `checked`:
@@ -163,12 +194,11 @@ class Speaker {
   /** [event, listener] pairs on the supervisor, for close(). */
   #heard = []
 
-  constructor(sup, manager, checked) {
+  constructor(sup, checked) {
     this.#sup = sup
-    this.#manager = manager
     this.#checked = checked
     const name = sup.name
-    const send = (...lines) => manager.send(...lines)
+    const send = (...lines) => this.#send(...lines)
     this.#hear('spawn', (c) => {
       this.#stopping = false
       send(statusText(`${name} starting, pid ${c.pid}`))
@@ -202,9 +232,15 @@ class Speaker {
    * which is what the manager's watchdog is for.
    */
   starting() {
+    // Taken at the first start, not at construction: what is said of it
+    // then names a supervisor that stands.
+    if (this.#manager === undefined) this.#manager = manager()
+    if (owner === null) owner = this
+    else if (owner !== this)
+      report(`${owner.name} speaks to the service manager: ${this.name} stays silent (one supervisor per process)`)
     this.#begun = true
-    if (this.#watchdog !== null || this.#manager.watchdogMs === null) return
-    this.#watchdog = setInterval(() => this.#manager.send('WATCHDOG=1'), this.#manager.watchdogMs)
+    if (this.#watchdog !== null || this.#manager === null || this.#manager.watchdogMs === null) return
+    this.#watchdog = setInterval(() => this.#send('WATCHDOG=1'), this.#manager.watchdogMs)
     this.#watchdog.unref()
   }
 
@@ -214,7 +250,7 @@ class Speaker {
     this.#clearSettle()
     if (this.#stopping) return
     this.#stopping = true
-    this.#manager.send('STOPPING=1', statusText(`${this.#sup.name} stopping`))
+    this.#send('STOPPING=1', statusText(`${this.#sup.name} stopping`))
   }
 
   /**
@@ -222,7 +258,7 @@ class Speaker {
    * it: what the manager would show had it started the daemon itself.
    */
   childStatus(text) {
-    if (text !== null) this.#manager.send(statusText(text))
+    if (text !== null) this.#send(statusText(text))
   }
 
   /** Stops speaking: the supervisor is no longer heard, and another Speaker may take this process's place. */
@@ -231,8 +267,12 @@ class Speaker {
     this.#clearSettle()
     clearInterval(this.#watchdog)
     this.#watchdog = null
-    this.#manager.close()
     if (owner === this) owner = null
+  }
+
+  /** Sends while this Speaker has the place (see starting()), to the manager if there is one. */
+  #send(...lines) {
+    if (owner === this) this.#manager?.send(...lines)
   }
 
   #hear(event, listener) {
@@ -241,13 +281,13 @@ class Speaker {
   }
 
   #ready(pid) {
-    this.#manager.send('READY=1', statusText(`${this.#sup.name} running, pid ${pid}`))
+    this.#send('READY=1', statusText(`${this.#sup.name} running, pid ${pid}`))
   }
 
   #running(pid, adopted) {
     this.#clearSettle()
     if (this.#checked || adopted) return this.#ready(pid)
-    this.#manager.send(statusText(`${this.#sup.name} running, pid ${pid} (ready once it has run ${SETTLE_MS} ms)`))
+    this.#send(statusText(`${this.#sup.name} running, pid ${pid} (ready once it has run ${SETTLE_MS} ms)`))
     this.#settle = setTimeout(() => {
       this.#settle = null
       if (this.#sup.state === 'running' && this.#sup.status().pid === pid) this.#ready(pid)
@@ -267,31 +307,63 @@ class Speaker {
     this.#watchdog = null
     if (!this.#stopping) {
       this.#stopping = true
-      this.#manager.send('STOPPING=1', statusText(text))
-    } else this.#manager.send(statusText(text))
+      this.#send('STOPPING=1', statusText(text))
+    } else this.#send(statusText(text))
+    // The run is over: another supervisor may speak from now on.
+    if (owner === this) owner = null
   }
 }
 
 /**
- * Makes `sup` (a Supervisor) speak to the service manager that started this
- * process, if one did (NOTIFY_SOCKET: see takeManager); returns its
- * Speaker, or null. `checked`: `sup` has a ready check. `say(text)`: how a
- * problem with the manager's socket or the unit is reported. Whoever
- * attaches it tells it what no event says: starting() before start(),
- * stopping() when a stop begins, childStatus() with the child's own
- * STATUS=.
+ * Makes `sup` (a Supervisor with `notify: true`) speak to the service
+ * manager that started this process, when one did (NOTIFY_SOCKET: see
+ * takeManager; without one the Speaker says nothing, so that a program
+ * behaves alike with and without a manager); returns its Speaker.
+ * `checked`: `sup` has a ready check. The supervisor tells it what no event
+ * says: starting() at start(), stopping() when a stop begins,
+ * childStatus() with the child's own STATUS=.
  *
- * One Speaker per process (the manager hears one main process): a second
- * throws, naming the first, until the first is closed.
+ * One Speaker per process (the manager hears one main process): another
+ * while the first's supervisor has not ended throws, naming the first.
  */
-function speakFor(sup, { checked, say }) {
+function speakFor(sup, { checked }) {
   if (owner !== null) {
-    throw new Error(`procward: ${owner.name} speaks to the service manager already (one supervisor per process)`)
+    throw typeError(
+      `options.notify: ${owner.name} speaks to the service manager already, until it stops (one supervisor per process)`,
+      'ERR_INVALID_ARG_VALUE',
+    )
   }
-  const manager = takeManager(process.env, say)
-  if (manager === null) return null
-  owner = new Speaker(sup, manager, checked)
+  owner = new Speaker(sup, checked)
   return owner
 }
 
-module.exports = { speakFor }
+/** An sd_notify(3) field name: upper-case letters, digits and underscores. */
+const FIELD = /^[A-Z][A-Z0-9_]*$/
+
+/**
+ * Sends `fields` (e.g. `{ STATUS: 'resyncing' }`) to the service manager
+ * that started this process, as one message; false when none did (no
+ * NOTIFY_SOCKET) or its socket would not take it now. Never waits.
+ */
+function notifyServiceManager(fields) {
+  validate.object(fields, 'fields')
+  const lines = []
+  for (const [key, value] of Object.entries(fields)) {
+    if (!FIELD.test(key)) {
+      throw typeError(
+        `fields: ${JSON.stringify(key)} is not a notify field name (upper-case letters, digits and _)`,
+        'ERR_INVALID_ARG_VALUE',
+      )
+    }
+    if (typeof value !== 'string') throw typeError(`fields.${key} must be a string, got ${validate.describe(value)}`)
+    if (value.includes('\n') || value.includes('\0')) {
+      throw typeError(`fields.${key} must be one line (no newline or NUL)`, 'ERR_INVALID_ARG_VALUE')
+    }
+    lines.push(`${key}=${value}`)
+  }
+  if (lines.length === 0) throw typeError('fields must name at least one field', 'ERR_INVALID_ARG_VALUE')
+  const m = manager()
+  return m === null ? false : m.send(...lines)
+}
+
+module.exports = { notifyServiceManager, reportWith, speakFor }

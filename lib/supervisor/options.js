@@ -33,6 +33,7 @@ const OPTION_KEYS = [
   'stateFile',
   'takeover',
   'handleSignals',
+  'notify',
   'meta',
 ]
 // What spawnSupervised takes, but `signal`: a supervisor is stopped with
@@ -279,6 +280,7 @@ function checkOptions(options) {
         : path.resolve(validate.nonEmptyString(options.stateFile, 'options.stateFile')),
     takeover: validate.oneOf(options.takeover, ['stop', 'adopt'], 'options.takeover', DEFAULTS.takeover),
     handleSignals: checkHandleSignals(options.handleSignals),
+    notify: validate.optionalBoolean(options.notify, 'options.notify') ?? false,
     meta: checkMetaOption(options.meta),
   }
   // The spawn options themselves, checked now rather than at the first

@@ -131,7 +131,7 @@ function readyCheck(ready, run, signal) {
       return lineReady(run, ready.match, signal)
     case 'notify':
       return notifyReady(run.child[NOTIFY_STREAM], signal)
-    case 'sd-notify': // READY=1 on the attempt's own socket (notify.js)
+    case 'sd-notify': // READY=1 on the attempt's own socket (notify-in.js)
       return run.notify.ready(signal)
     default:
       return Promise.resolve().then(() => ready.fn(run.child, signal))

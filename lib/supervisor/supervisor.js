@@ -24,7 +24,7 @@ const exit = require('./exit')
 const health = require('./health')
 const life = require('./life')
 const { actionTable, createMachine, dispatch, liveRun, recordOnRun } = require('./machine')
-const notify = require('./notify')
+const notifyOut = require('./notify-out')
 const { checkMeta, checkOptions, restartOptions, stopOptions } = require('./options')
 const stopping = require('./stopping')
 const { PUBLIC } = require('./transitions')
@@ -52,7 +52,8 @@ class Supervisor extends EventEmitter {
     const o = checkOptions(options)
     this.#m = createMachine(this, o, ACTIONS)
     // Once the machine stands: the speaker reads this supervisor's name.
-    this.#m.manager = notify.speaker(this, o.serviceManager, o.ready !== null)
+    // Without a service manager (no NOTIFY_SOCKET) there is none.
+    if (o.notify) this.#m.manager = notifyOut.speakFor(this, { checked: o.ready !== null })
   }
 
   get name() {
