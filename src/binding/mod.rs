@@ -19,6 +19,7 @@ use js_loop_none as js_loop;
 pub mod liveness;
 pub mod lock;
 pub mod notify;
+pub mod os;
 #[cfg(feature = "spawn-trace")]
 pub mod spawn_trace;
 pub mod stop;
