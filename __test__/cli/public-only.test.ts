@@ -1,7 +1,8 @@
 // The CLI is a thin parser over the library's public exports: bin/ and
 // lib/cli/ load the package entry, Node's own modules and one another —
 // and, on the --postgres path only, procward/pg's inside (lib/pg.js: the
-// lock and the size of a purpose).
+// lock and the size of a purpose), and what the platform supports
+// (lib/os.js: asked of the binding, never read from /proc by the CLI).
 import { readdirSync, readFileSync } from 'node:fs'
 import { builtinModules } from 'node:module'
 import { join } from 'node:path'
@@ -20,7 +21,8 @@ const builtin = (name: string) => name.startsWith('node:') || builtinModules.inc
 
 describe('the CLI', () => {
   it('bin/procward.js loads lib/cli/main.js only (and node: modules)', () => {
-    expect(requires(join(ROOT, 'bin', 'procward.js')).filter((n) => !builtin(n))).toEqual(['../lib/cli/main.js'])
+    const names = new Set(requires(join(ROOT, 'bin', 'procward.js')).filter((n) => !builtin(n)))
+    expect([...names]).toEqual(['../lib/cli/main.js'])
   })
 
   it('lib/cli/ requires only the package entry, node: modules, its own files (and procward/pg)', () => {
@@ -32,17 +34,18 @@ describe('the CLI', () => {
           own.has(name) ||
           name === '../..' ||
           name === '../../package.json' ||
+          (file === 'common.js' && name === '../os.js') ||
           (file === 'lock.js' && name === '../pg.js')
         expect(ok, `lib/cli/${file} requires ${name}`).toBe(true)
       }
     }
   })
 
-  it('loads the package only inside a verb (so --help needs no native binary)', () => {
+  it('loads the package and the binding only inside a verb (so --help needs no native binary)', () => {
     for (const file of readdirSync(CLI_DIR)) {
       const source = readFileSync(join(CLI_DIR, file), 'utf8')
       for (const line of source.split('\n')) {
-        if (/require\('\.\.\/\.\.'\)|require\('\.\.\/pg\.js'\)/.test(line)) {
+        if (/require\('\.\.\/\.\.'\)|require\('\.\.\/(pg|os)\.js'\)/.test(line)) {
           // Never at the top level of a module.
           expect(line, `lib/cli/${file}`).toMatch(/^\s+/)
         }

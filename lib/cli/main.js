@@ -4,7 +4,7 @@
 
 const { constants } = require('node:os')
 const { UsageError } = require('./args.js')
-const { describe } = require('./common.js')
+const { describe, os } = require('./common.js')
 const { USAGE, MAIN_USAGE } = require('./usage.js')
 
 // Loaded when called: a verb's module may need the native binary, and
@@ -81,4 +81,13 @@ async function main(argv) {
   }
 }
 
-module.exports = { main }
+/**
+ * The signals this process catches now (SigCgt: bit n-1 for signal n), as
+ * the kernel tells, or null where it does not: what bin/procward.js asks as
+ * PID 1 before anything else runs. Loads the binding.
+ */
+function caughtSignals() {
+  return os().ownStatus()?.caught ?? null
+}
+
+module.exports = { caughtSignals, main }
