@@ -14,6 +14,7 @@
 
 const native = require('../binding.js')
 const { callNative } = require('./errors')
+const os = require('./os')
 const { liveChildPids } = require('./supervised')
 
 const SWEEP_EVERY_MS = 1000
@@ -32,7 +33,7 @@ function isPidOne() {
  * function that stops the reaping. Linux only; elsewhere a no-op.
  */
 function startInitDuties({ own = liveChildPids, subreaper = !isPidOne() } = {}) {
-  if (process.platform !== 'linux' || typeof native.reapOrphans !== 'function') return () => {}
+  if (!os.PROCFS || typeof native.reapOrphans !== 'function') return () => {}
   if (subreaper) callNative(() => native.becomeSubreaper())
   const reap = () => {
     try {

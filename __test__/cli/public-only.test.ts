@@ -3,7 +3,9 @@
 // and, by name, the few package-internal modules a verb needs beside it
 // (never through a door in the public entry): on the --postgres path,
 // procward/pg's inside (lib/pg.js: the lock and the size of a purpose);
-// for procward run, an init's duties and the speaker to a service manager.
+// for procward run, an init's duties and notify-out.js's voice; and for
+// every verb, what the platform supports (lib/os.js: asked of the binding,
+// never read from /proc by the CLI).
 import { readdirSync, readFileSync } from 'node:fs'
 import { builtinModules } from 'node:module'
 import { join } from 'node:path'
@@ -33,6 +35,7 @@ describe('the CLI', () => {
 
   /** The package-internal modules a verb may require by name, beside the entry. */
   const INTERNALS: Record<string, string[]> = {
+    'common.js': ['../os.js'],
     'lock.js': ['../pg.js'],
     'run.js': ['../init.js', '../supervisor/notify-out.js'],
   }
@@ -72,7 +75,7 @@ describe('the CLI', () => {
     expect(keys.size).toBeGreaterThan(0) // the scan read the sources
   })
 
-  it('loads the package only inside a verb (so --help needs no native binary)', () => {
+  it('loads the package and the binding only inside a verb (so --help needs no native binary)', () => {
     for (const file of readdirSync(CLI_DIR)) {
       const source = readFileSync(join(CLI_DIR, file), 'utf8')
       for (const line of source.split('\n')) {

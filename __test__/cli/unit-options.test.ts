@@ -154,12 +154,13 @@ describe('--user and --umask, resolved (fakes)', () => {
   })
 
   it('who may switch: root, the same ids, or CAP_SETUID and CAP_SETGID', () => {
-    const status = (capEff: string) => ({ readFile: () => `Name:\tnode\nCapEff:\t${capEff}\n` })
+    const as = (capEff: bigint) => ({ euid: 1000, egid: 1000, capEff })
     expect(maySwitch(65534, 65534, { euid: 0, egid: 0 })).toBe(true)
-    expect(maySwitch(1000, 1000, { euid: 1000, egid: 1000, ...status('0000000000000000') })).toBe(true)
-    expect(maySwitch(65534, 65534, { euid: 1000, egid: 1000, ...status('0000000000000000') })).toBe(false)
-    expect(maySwitch(65534, 65534, { euid: 1000, egid: 1000, ...status('00000000000000c0') })).toBe(true)
-    expect(maySwitch(65534, 65534, { euid: 1000, egid: 1000, ...status('0000000000000080') })).toBe(false)
+    expect(maySwitch(1000, 1000, as(0n))).toBe(true)
+    expect(maySwitch(65534, 65534, as(0n))).toBe(false)
+    expect(maySwitch(65534, 65534, as(0xc0n))).toBe(true)
+    expect(maySwitch(65534, 65534, as(0x80n))).toBe(false)
+    expect(maySwitch(65534, 1000, as(0x80n))).toBe(true)
   })
 
   it('--umask is octal, 0000..0777', () => {

@@ -1,6 +1,7 @@
-// What the verbs share: the package, loaded only when a verb needs it (so
-// that --help and --version work where the native binary is missing), exit
-// statuses, and error messages with their causes.
+// What the verbs share: the package and the platform's facts, loaded only
+// when a verb needs them (so that --help and --version work where the
+// native binary is missing), exit statuses, and error messages with their
+// causes.
 
 const { existsSync } = require('node:fs')
 const { constants } = require('node:os')
@@ -12,6 +13,11 @@ let pkg = null
 function procward() {
   pkg ??= require('../..')
   return pkg
+}
+
+/** What this platform supports and what the kernel says (lib/os.js). */
+function os() {
+  return require('../os.js')
 }
 
 /** The shell's status for an exit: the code, or 128 + n for signal n. */
@@ -125,6 +131,7 @@ function fail(err) {
 
 module.exports = {
   procward,
+  os,
   statusOf,
   exitText,
   exitNote,

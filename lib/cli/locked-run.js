@@ -5,7 +5,6 @@
 // follows from it: a lock that can be lost runs its command in a process
 // group of its own, so that the loss can stop all of it.
 
-const fs = require('node:fs')
 const { constants } = require('node:os')
 const tty = require('node:tty')
 const common = require('./common.js')
@@ -21,23 +20,13 @@ const FORWARDED = ['SIGINT', 'SIGTERM', 'SIGHUP']
  * in our process group, has had it too, and must not get it twice. A
  * SIGINT sent with kill(1) (timeout -s INT, a container's stop signal)
  * reaches us alone: it must be passed on. The terminal sends it to its
- * foreground process group only; on Linux /proc tells whether we are in
- * it (elsewhere: whether a standard stream is a terminal).
+ * foreground process group only; where the kernel tells (Linux) whether
+ * we are in it, that decides (elsewhere: whether a standard stream is a
+ * terminal).
  */
 function terminalMaySendInt() {
-  if (process.platform === 'linux') {
-    try {
-      const stat = fs.readFileSync('/proc/self/stat', 'latin1')
-      // pid (comm) state ppid pgrp session tty_nr tpgid ...
-      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-      const pgrp = Number(f[2])
-      const ttyNr = Number(f[4])
-      const tpgid = Number(f[5])
-      return ttyNr !== 0 && tpgid === pgrp
-    } catch {
-      // /proc unreadable: judge by the streams below
-    }
-  }
+  const own = common.os().processStat(process.pid)
+  if (own !== null) return own.ttyNr !== 0 && own.tpgid === own.pgid
   return tty.isatty(0) || tty.isatty(1) || tty.isatty(2)
 }
 

@@ -102,20 +102,6 @@ function ago(iso, now) {
   return a === null ? '' : `; ${a} ago`
 }
 
-/** Where the cgroup2 hierarchy is mounted (Linux), or null. */
-function cgroup2Mount() {
-  try {
-    for (const line of fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
-      const [left, right] = line.split(' - ')
-      if (right?.startsWith('cgroup2 '))
-        return left.split(' ')[4].replace(/\\(\d{3})/g, (_, o) => String.fromCharCode(Number.parseInt(o, 8)))
-    }
-  } catch {
-    // not Linux, or no /proc
-  }
-  return null
-}
-
 function readNumber(file, pick = (t) => t) {
   try {
     const n = Number(pick(fs.readFileSync(file, 'utf8')))
@@ -131,8 +117,8 @@ function readNumber(file, pick = (t) => t) {
  */
 function cgroupUsage(recorded) {
   const cg = recordedCgroup(recorded)
-  if (cg === null || cg === 'malformed' || process.platform !== 'linux') return null
-  const mount = cgroup2Mount()
+  if (cg === null || cg === 'malformed') return null
+  const mount = common.os().cgroup2Mount()
   if (mount === null) return null
   // A filesystem path (as spawnSupervised reports it), or one under the mount.
   const dir = cg.path.startsWith(`${mount}/`) ? path.normalize(cg.path) : path.join(mount, cg.path)

@@ -7,6 +7,7 @@
 
 const fs = require('node:fs')
 const { UsageError } = require('./args.js')
+const common = require('./common.js')
 const { EnvFileError, readEnvFile } = require('./env-file.js')
 
 /** The verb's SPEC entries for these options. */
@@ -175,18 +176,14 @@ function resolveUser(spec, io = {}) {
 
 /**
  * Whether this process may switch to `uid`/`gid`: root, the ids it has,
- * or (Linux) CAP_SETUID / CAP_SETGID in its effective set.
+ * or CAP_SETUID / CAP_SETGID in its effective set (where the kernel tells:
+ * Linux). `io.capEff`: that set, as a bigint (read from the kernel if not given).
  */
 function maySwitch(uid, gid, io = {}) {
   const euid = io.euid ?? process.geteuid?.()
   const egid = io.egid ?? process.getegid?.()
   if (euid === undefined || euid === 0) return true
-  let caps = 0n
-  try {
-    const status = String((io.readFile ?? fs.readFileSync)('/proc/self/status'))
-    const m = /^CapEff:\s*([0-9a-f]+)$/m.exec(status)
-    if (m) caps = BigInt(`0x${m[1]}`)
-  } catch {}
+  const caps = io.capEff ?? common.os().ownStatus()?.capEff ?? 0n
   const CAP_SETGID = 1n << 6n
   const CAP_SETUID = 1n << 7n
   return (uid === euid || (caps & CAP_SETUID) !== 0n) && (gid === egid || (caps & CAP_SETGID) !== 0n)

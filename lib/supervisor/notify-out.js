@@ -25,9 +25,9 @@
 //
 // The other way, a child's READY=1 as a ready check, is notify-in.js.
 
-const fs = require('node:fs')
 const native = require('../../binding.js')
 const { callNative, fromNative, typeError } = require('../errors')
+const os = require('../os')
 const validate = require('../validate')
 const { describeExit } = require('./words')
 const { MANAGER_VARS } = require('./notify-in')
@@ -37,15 +37,6 @@ const MAIN_PROCESS_FIX =
   'make procward the main process: ExecStart=<app>/node_modules/.bin/procward run ... with ' +
   'WorkingDirectory=<app> (never npx, npm exec or a shell that stays: the manager takes READY=1 and ' +
   'watches the watchdog of the process it started)'
-
-/** A process's name (comm), or null. */
-function commOf(pid) {
-  try {
-    return fs.readFileSync(`/proc/${pid}/comm`, 'latin1').trim()
-  } catch {
-    return null
-  }
-}
 
 /**
  * Why `env` shows this process is not the one the service manager started
@@ -64,10 +55,10 @@ function notMainProcess(env) {
   if (exec !== undefined && exec !== '' && exec !== own) {
     return `the service manager started pid ${exec}, not procward (pid ${own}): it refuses READY=1 from any other process unless NotifyAccess=all`
   }
-  if (exec === undefined && env.INVOCATION_ID !== undefined && process.platform === 'linux') {
+  if (exec === undefined && env.INVOCATION_ID !== undefined && os.PROCFS) {
     const ppid = process.ppid
-    if (ppid !== 1 && commOf(ppid) !== 'systemd') {
-      return `procward's parent is pid ${ppid} (${commOf(ppid) ?? '?'}), not the service manager: it refuses READY=1 from a process it did not start unless NotifyAccess=all`
+    if (ppid !== 1 && os.commOf(ppid) !== 'systemd') {
+      return `procward's parent is pid ${ppid} (${os.commOf(ppid) ?? '?'}), not the service manager: it refuses READY=1 from a process it did not start unless NotifyAccess=all`
     }
   }
   return null

@@ -45,9 +45,10 @@
 
 const fs = require('node:fs')
 const tty = require('node:tty')
+const os = require('../os')
 
 const noop = () => {}
-const WINDOWS = process.platform === 'win32'
+const { WINDOWS } = os
 
 /** A line longer than this (in bytes) is handed on in pieces: a pipe never stalls on it. */
 const MAX_LINE = 64 * 1024
@@ -160,23 +161,12 @@ function guard(stream) {
 }
 
 /**
- * On Linux, a file description of our own for the terminal on `fd`,
- * non-blocking; null elsewhere or when it cannot be had (then fd itself is
- * written, blocking a threadpool thread while the terminal is full).
+ * A non-blocking file description of our own for the terminal on `fd`
+ * (lib/os.js); null where it cannot be had (then fd itself is written,
+ * blocking a threadpool thread while the terminal is full).
  */
 function ownTerminal(fd) {
-  if (process.platform !== 'linux') return null
-  try {
-    const own = fs.openSync(
-      `/proc/self/fd/${fd}`,
-      fs.constants.O_WRONLY | fs.constants.O_NONBLOCK | fs.constants.O_NOCTTY,
-    )
-    if (tty.isatty(own)) return own
-    fs.closeSync(own)
-  } catch {
-    // not reopenable (permissions, no /proc): fd itself
-  }
-  return null
+  return os.openOwnTerminal(fd)
 }
 
 /** How fd is written without blocking the loop: 'stream' (process.stdout/stderr), 'fs' (threadpool) or 'none'. */

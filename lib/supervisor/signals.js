@@ -12,10 +12,9 @@
 // killed by a signal it could have caught. With a listener of the
 // application's own, such a signal is the application's, and left alone.
 
-const fs = require('node:fs')
 const { constants } = require('node:os')
+const { ownStatus, WINDOWS } = require('../os')
 
-const WINDOWS = process.platform === 'win32'
 const noop = () => {}
 
 /**
@@ -41,25 +40,10 @@ function takenNatively(sig, taken) {
   return ((taken >> BigInt(constants.signals[sig] - 1)) & 1n) === 1n
 }
 
-/** The union of the signal masks `fields` of /proc/self/status, 0n where unknown. */
-function statusMask(fields) {
-  if (process.platform !== 'linux') return 0n
-  try {
-    const status = fs.readFileSync('/proc/self/status', 'latin1')
-    let mask = 0n
-    for (const field of fields) {
-      const m = new RegExp(`^${field}:\\s*([0-9a-f]+)$`, 'm').exec(status)
-      if (m !== null) mask |= BigInt(`0x${m[1]}`)
-    }
-    return mask
-  } catch {
-    return 0n
-  }
-}
-
 /** The signals caught or ignored now (a SigCgt | SigIgn mask), 0n where unknown. */
 function takenMask() {
-  return statusMask(['SigCgt', 'SigIgn'])
+  const st = ownStatus()
+  return st === null ? 0n : st.caught | st.ignored
 }
 
 /**
@@ -165,7 +149,8 @@ function sync() {
 
 /** The signals pending now, not yet delivered to a thread (SigPnd | ShdPnd), 0n where unknown. */
 function pendingMask() {
-  return statusMask(['SigPnd', 'ShdPnd'])
+  const st = ownStatus()
+  return st === null ? 0n : st.pending | st.sharedPending
 }
 
 /** The signals that may stop a supervisor as they are heard: ours, and the stop signals the application listens for. */

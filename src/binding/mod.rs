@@ -14,6 +14,7 @@ mod js_loop;
 pub mod liveness;
 pub mod lock;
 pub mod notify;
+pub mod os;
 #[cfg(feature = "spawn-trace")]
 pub mod spawn_trace;
 pub mod stop;

@@ -8,6 +8,7 @@
 //! OS has and takes the rest from `unsupported`, whose calls are never
 //! reached there.
 
+pub mod facts;
 pub mod stat;
 
 #[cfg(target_os = "linux")]

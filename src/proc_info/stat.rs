@@ -39,10 +39,7 @@ pub fn parse(buf: &[u8]) -> Result<Stat, ParseError> {
         .iter()
         .position(|&b| b == b'(')
         .ok_or(ParseError("no '('"))?;
-    let close = buf
-        .iter()
-        .rposition(|&b| b == b')')
-        .ok_or(ParseError("no ')'"))?;
+    let close = name_end(buf)?;
     if close < open {
         return Err(ParseError("')' before '('"));
     }
@@ -52,8 +49,7 @@ pub fn parse(buf: &[u8]) -> Result<Stat, ParseError> {
         .parse::<i32>()
         .map_err(|_| ParseError("bad pid"))?;
     let name = String::from_utf8_lossy(&buf[open + 1..close]).into_owned();
-    let rest =
-        std::str::from_utf8(&buf[close + 1..]).map_err(|_| ParseError("fields not utf-8"))?;
+    let rest = numeric_fields(buf, close)?;
     let mut fields = rest.split_ascii_whitespace();
     // Field numbers below are proc(5)'s, 1-based; `fields` starts at field 3.
     let state_field = fields.next().ok_or(ParseError("no state"))?;
@@ -96,6 +92,38 @@ pub fn parse(buf: &[u8]) -> Result<Stat, ParseError> {
     })
 }
 
+/// Where the name ends: the LAST `)` of the line (see the module docs).
+fn name_end(buf: &[u8]) -> Result<usize, ParseError> {
+    buf.iter()
+        .rposition(|&b| b == b')')
+        .ok_or(ParseError("no ')'"))
+}
+
+/// The text after the name's closing parenthesis at `close`: fields 3 on.
+fn numeric_fields(buf: &[u8], close: usize) -> Result<&str, ParseError> {
+    std::str::from_utf8(&buf[close + 1..]).map_err(|_| ParseError("fields not utf-8"))
+}
+
+/// The controlling terminal of a process: fields 7 and 8, which [`Stat`]
+/// leaves out (the liveness paths that fill it never need them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Terminal {
+    /// The terminal's device number (`tty_nr`), 0 for none.
+    pub tty_nr: i32,
+    /// The terminal's foreground process group (`tpgid`), -1 for none.
+    pub tpgid: i32,
+}
+
+pub fn parse_terminal(buf: &[u8]) -> Result<Terminal, ParseError> {
+    let close = name_end(buf)?;
+    // Fields 3 to 6 (state, ppid, pgrp, session) come first.
+    let mut fields = numeric_fields(buf, close)?.split_ascii_whitespace().skip(4);
+    Ok(Terminal {
+        tty_nr: next_num(&mut fields, "tty_nr")?, // 7
+        tpgid: next_num(&mut fields, "tpgid")?,   // 8
+    })
+}
+
 fn next_num<'a, T: std::str::FromStr>(
     fields: &mut impl Iterator<Item = &'a str>,
     what: &'static str,
@@ -109,10 +137,7 @@ fn next_num<'a, T: std::str::FromStr>(
 
 /// Only the state, for the liveness hot path: no allocation, no name.
 pub fn parse_state(buf: &[u8]) -> Result<ProcState, ParseError> {
-    let close = buf
-        .iter()
-        .rposition(|&b| b == b')')
-        .ok_or(ParseError("no ')'"))?;
+    let close = name_end(buf)?;
     buf[close + 1..]
         .iter()
         .find(|b| !b.is_ascii_whitespace())
@@ -141,6 +166,23 @@ mod tests {
         assert_eq!(s.start_time, 987654);
         assert_eq!(s.exit_code, Some(0));
         assert_eq!(parse_state(SLEEP.as_bytes()).unwrap(), ProcState::Sleeping);
+        assert_eq!(
+            parse_terminal(SLEEP.as_bytes()).unwrap(),
+            Terminal {
+                tty_nr: 34816,
+                tpgid: 4242
+            }
+        );
+    }
+
+    #[test]
+    fn no_terminal() {
+        let line = SLEEP.replace(" 34816 4242 ", " 0 -1 ");
+        let t = parse_terminal(line.as_bytes()).unwrap();
+        assert_eq!((t.tty_nr, t.tpgid), (0, -1));
+        // A name that looks like fields is not read as them.
+        let hostile = line.replace("(sleep)", "(a) S 1 2 3 4 5 (b)");
+        assert_eq!(parse_terminal(hostile.as_bytes()).unwrap(), t);
     }
 
     #[test]
@@ -207,6 +249,8 @@ mod tests {
         assert!(parse(b"12 (x) S one 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20").is_err());
         assert!(parse_state(b"12 (x)").is_err());
         assert!(parse_state(b"12 (x)   ").is_err());
+        assert!(parse_terminal(b"12 (x) S 1 2 3").is_err());
+        assert!(parse_terminal(b"12 (x) S 1 2 3 tty -1").is_err());
     }
 
     proptest! {
@@ -231,12 +275,14 @@ mod tests {
             prop_assert_eq!(s.pgid, pid);
             prop_assert_eq!(s.start_time, start);
             prop_assert_eq!(parse_state(&line).unwrap(), s.state);
+            prop_assert_eq!(parse_terminal(&line).unwrap(), Terminal { tty_nr: 0, tpgid: -1 });
         }
 
         #[test]
         fn arbitrary_bytes_never_panic(buf in proptest::collection::vec(any::<u8>(), 0..200)) {
             let _ = parse(&buf);
             let _ = parse_state(&buf);
+            let _ = parse_terminal(&buf);
         }
     }
 }
