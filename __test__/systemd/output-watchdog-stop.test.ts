@@ -1,6 +1,8 @@
-// What a real systemd showed broken (issue 23: item 1, and "Under systemd
-// and in containers", items 2, 3 and 4), as tests in real units (see container.ts).
-// Each failed before its fix.
+// procward run as a real systemd unit (see container.ts): the daemon's
+// output (blocking fds, every byte in the journal), the watchdog through a
+// crash loop and its SIGABRT, a stop whose signals reach procward and its
+// daemon in either order, and a unit that starts it through npx. Each test
+// failed before its fix.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import {
   CHECKOUT,
