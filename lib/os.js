@@ -87,6 +87,15 @@ function cgroup2Mount() {
 }
 
 /**
+ * This process's pid namespace (its inode: `pid:[N]` as readlink shows
+ * it), or null where there is none to tell. Pids recorded in another one
+ * name other processes here.
+ */
+function ownPidNamespace() {
+  return told(null, native.ownPidNamespace)
+}
+
+/**
  * A non-blocking file description of our own for the terminal open on
  * `fd` (an fd the caller now owns), or null: not a terminal, or no way
  * here to open one anew.
@@ -133,6 +142,7 @@ module.exports = {
   argvOf,
   cgroupOf,
   cgroup2Mount,
+  ownPidNamespace,
   openOwnTerminal,
   listeningInodes,
   childListens,

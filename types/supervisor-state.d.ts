@@ -46,6 +46,14 @@ export interface SupervisorStateRecord {
     /** Carried by every child as PROCWARD_SUPERVISOR_MARK: how a successor finds one the record does not name. */
     mark?: string
     session?: number | null
+    /**
+     * The pid namespace its pids are in (the inode `readlink
+     * /proc/self/ns/pid` shows as `pid:[N]`). Read from another namespace
+     * (a container's record on the host), nothing the record names can be
+     * judged: `running` is false for both, and `distrustSupervisorState`
+     * refuses to act on it.
+     */
+    pidNamespace?: number | null
   }
   child: {
     pid: number

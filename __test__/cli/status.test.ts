@@ -6,7 +6,17 @@ import { readFileSync, renameSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { cgroupSupport } from '../../index.js'
-import { aliveInProcTable, FIXTURES, freePort, PROCWARD, tempDirs, trackProcesses, waitFor } from '../helpers'
+import {
+  aliveInProcTable,
+  canUnsharePid,
+  FIXTURES,
+  freePort,
+  PROCWARD,
+  pidNamespaceShell,
+  tempDirs,
+  trackProcesses,
+  waitFor,
+} from '../helpers'
 import { recordWhen } from '../supervisor/helpers'
 import { CLI, Cli, NODE, cli as runCli } from './cli-process'
 
@@ -196,5 +206,61 @@ describe('procward run: log lines and --prefix', () => {
     got.forEach((l, i) => {
       if (l !== `w: line ${i} xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx`) throw new Error(`line ${i}: ${l}`)
     })
+  })
+})
+
+// A container's record read from the host: its pids are the container's
+// (pid 1 the supervisor), which name other processes here, or none.
+describe.skipIf(!canUnsharePid())('procward status of a record written in another pid namespace', () => {
+  it('says it cannot judge (exit 4) from outside, and judges it inside; procward stop refuses from outside', async () => {
+    const dir = tempDir()
+    const stateFile = join(dir, 'api.json')
+    // procward run as PID 1 of a new pid namespace, as a container's entrypoint.
+    const [cmd, args] = pidNamespaceShell(
+      'exec "$@"',
+      NODE,
+      CLI,
+      'run',
+      '--name',
+      'api',
+      '--state-file',
+      stateFile,
+      '--',
+      'sleep',
+      '1000',
+    )
+    const ns = others.spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'] })
+    const r = await recordWhen(stateFile, (r) => r.state === 'running', 'the running record')
+    expect(r.supervisor.pid).toBe(1)
+    const here = await cli(['status', stateFile])
+    expect(here.code).toBe(4)
+    expect(here.out).toMatch(/Active: unknown \(recorded in another pid namespace\)/)
+    expect(here.out).toMatch(
+      /Note: recorded in pid:\[\d+\], read from pid:\[\d+\]: .*run it inside, e\.g\. docker exec/,
+    )
+    expect(here.out).toMatch(/Supervisor: pid 1, not judged/)
+    expect(here.out).not.toMatch(/gone|inactive/)
+    const json = JSON.parse((await cli(['status', '--json', stateFile])).out)
+    expect(json.judgement).toMatchObject({ active: 'unknown', exitCode: 4 })
+    expect(json.supervisor).toMatchObject({ pid: 1, running: false })
+    // Nothing is signalled on its word from here.
+    const stop = await cli(['stop', stateFile])
+    expect(stop.code).not.toBe(0)
+    expect(stop.err).toMatch(/another pid namespace/)
+    // Inside the namespace (its /proc), the same record is judged: running.
+    const nsPid = ns.pid as number
+    const innerPid = Number(readFileSync(`/proc/${nsPid}/task/${nsPid}/children`, 'utf8').trim().split(' ')[0])
+    const entered = await new Promise<{ code: number | null; out: string }>((resolve) => {
+      const p = others.spawn('nsenter', ['-t', String(innerPid), '-p', '-m', NODE, CLI, 'status', stateFile])
+      let out = ''
+      p.stdout?.on('data', (d) => (out += d))
+      p.once('close', (code) => resolve({ code, out }))
+    })
+    expect(entered.out).toMatch(/Active: active \(running\)/)
+    expect(entered.code).toBe(0)
+    // The namespace's PID 1 stops its daemon and ends (unshare ignores SIGTERM while it waits).
+    const ended = new Promise((res) => ns.once('exit', res))
+    process.kill(innerPid, 'SIGTERM')
+    await ended
   })
 })

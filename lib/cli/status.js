@@ -18,10 +18,20 @@ const UNKNOWN = 4
  * systemd would say (active, activating, deactivating, failed, inactive,
  * unknown). The record says what the supervisor last wrote; whether it and
  * its child are running is judged now (their pids and identities), and the
- * judgement never claims more than both say.
+ * judgement never claims more than both say. `pidNamespace`: ours (null
+ * where unknown); a record written in another one is not judged.
  */
-function judge(r) {
+function judge(r, pidNamespace = null) {
   if (r === null) return { active: 'unknown', sub: 'no record', code: UNKNOWN }
+  const theirs = r.supervisor.pidNamespace
+  if (Number.isSafeInteger(theirs) && theirs > 0 && pidNamespace !== null && theirs !== pidNamespace) {
+    return {
+      active: 'unknown',
+      sub: 'recorded in another pid namespace',
+      code: UNKNOWN,
+      note: `recorded in pid:[${theirs}], read from pid:[${pidNamespace}]: its pids name other processes here; run it inside, e.g. docker exec`,
+    }
+  }
   // systemd's words for why a unit failed.
   const result =
     r.lastExit == null ? 'Result: start-failed' : r.lastExit.signal ? 'Result: signal' : 'Result: exit-code'
@@ -167,6 +177,9 @@ function healthText(h, now) {
 }
 
 function lines(file, r, j, usage, now) {
+  // Pids of another pid namespace are neither running nor gone here.
+  const unseen = j.sub === 'recorded in another pid namespace'
+  const liveness = (running) => (unseen ? ' (not judged)' : running ? '' : ' (gone)')
   const since = sinceOf(r, j)
   const out = [`${r.name} - procward supervisor (${file})`]
   const field = (label, value) => {
@@ -176,7 +189,7 @@ function lines(file, r, j, usage, now) {
   if (j.note) field('Note', j.note)
   if (r.child) {
     const cmd = [r.child.command, ...r.child.args].join(' ')
-    field('Main PID', `${r.child.pid}${r.child.running ? '' : ' (gone)'}: ${cmd}`)
+    field('Main PID', `${r.child.pid}${liveness(r.child.running)}: ${cmd}`)
     // What the record knows (an adopted daemon's start is not known).
     const started = when(r.child.startedAt)
     const ready = when(r.child.readyAt)
@@ -187,7 +200,7 @@ function lines(file, r, j, usage, now) {
   }
   field(
     'Supervisor',
-    `pid ${r.supervisor.pid}, ${r.supervisor.running ? 'running' : 'gone'}; recorded state: ${r.state}`,
+    `pid ${r.supervisor.pid}, ${unseen ? 'not judged' : r.supervisor.running ? 'running' : 'gone'}; recorded state: ${r.state}`,
   )
   field('Restarts', String(r.restarts))
   const lastExit = lastExitOf(r)
@@ -231,7 +244,7 @@ async function main(argv, { help }) {
     return UNKNOWN
   }
   const now = Date.now()
-  const j = judge(r)
+  const j = judge(r, common.os().ownPidNamespace())
   const usage = r?.child?.running ? cgroupUsage(r.child.cgroup) : null
   if (opts.json) {
     const since = sinceOf(r, j)

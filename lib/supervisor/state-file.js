@@ -11,6 +11,7 @@ const path = require('node:path')
 const native = require('../../binding.js')
 const { callNative } = require('../errors')
 const { STOP_DEFAULTS } = require('../supervised')
+const os = require('../os')
 const validate = require('../validate')
 const procfs = require('./procfs')
 const { PUBLIC, STATES } = require('./transitions')
@@ -252,6 +253,7 @@ function recordOf(m) {
       running: true,
       mark: m.mark,
       session: ownSessionOf(m),
+      pidNamespace: ownPidNamespaceOf(m),
     },
     child: run
       ? {
@@ -281,6 +283,23 @@ function ownIdentityOf(m) {
 function ownSessionOf(m) {
   if (m.session === undefined) m.session = procfs.ownSession()
   return m.session
+}
+
+/** The pid namespace the record's pids are in (null: cannot be told), read once per machine. */
+function ownPidNamespaceOf(m) {
+  if (m.pidNamespace === undefined) m.pidNamespace = os.ownPidNamespace()
+  return m.pidNamespace
+}
+
+/**
+ * The pid namespace `record` was written in when it is not ours (both
+ * known): its pids name other processes here, or none. null otherwise.
+ */
+function otherPidNamespace(record) {
+  const theirs = record.supervisor?.pidNamespace
+  if (!Number.isSafeInteger(theirs) || theirs <= 0) return null
+  const ours = os.ownPidNamespace()
+  return ours !== null && ours !== theirs ? theirs : null
 }
 
 /** What a stop of the child takes by default (for `procward stop`, which reads the record). */
@@ -348,6 +367,13 @@ function parseRecord(text) {
   // container, `unshare --pid`), and its members all read 0.
   if (s.mark !== undefined && (typeof s.mark !== 'string' || !MARK_PATTERN.test(s.mark))) delete s.mark
   if (s.session !== undefined && s.session !== null && s.session !== 0 && !validPid(s.session)) delete s.session
+  if (
+    s.pidNamespace !== undefined &&
+    s.pidNamespace !== null &&
+    !(Number.isSafeInteger(s.pidNamespace) && s.pidNamespace > 0)
+  ) {
+    delete s.pidNamespace
+  }
   const c = r.child
   if (c !== null) {
     if (typeof c !== 'object' || !validPid(c.pid) || typeof c.identity !== 'string') return null
@@ -395,7 +421,17 @@ function readSupervisorState(stateFile) {
   if (text === null) return null
   const r = parseRecord(text)
   if (r === null) return null
-  const { pid, identity, mark, session } = r.supervisor
+  const { pid, identity, mark, session, pidNamespace } = r.supervisor
+  // Written in another pid namespace (a container's record read from the
+  // host): its pids are not this namespace's, and nothing it names can be
+  // judged here. Neither is said to run; distrustSupervisorState refuses it.
+  if (otherPidNamespace(r) !== null) {
+    r.supervisor = { pid, identity, running: false, pidNamespace }
+    if (mark !== undefined) r.supervisor.mark = mark
+    if (r.child !== null) r.child = { ...r.child, running: false }
+    r.meta = null
+    return r
+  }
   let running
   try {
     const { held, holder } = lock().readLock(`${stateFile}.lock`)
@@ -410,6 +446,7 @@ function readSupervisorState(stateFile) {
   r.supervisor = { pid, identity, running }
   if (mark !== undefined) r.supervisor.mark = mark
   if (session !== undefined) r.supervisor.session = session
+  if (pidNamespace !== undefined) r.supervisor.pidNamespace = pidNamespace
   if (r.child !== null) r.child = { ...r.child, running: isRunning(r.child.pid, r.child.identity) }
   if (r.child === null || !r.child.running) r.meta = null
   return r
@@ -430,6 +467,10 @@ function distrustSupervisorState(stateFile, record) {
   validate.object(record, 'record')
   validate.object(record.supervisor, 'record.supervisor')
   if (record.child !== null) validate.object(record.child, 'record.child')
+  const elsewhere = otherPidNamespace(record)
+  if (elsewhere !== null) {
+    return `it was recorded in another pid namespace (pid:[${elsewhere}]): its pids name other processes here; run it inside (e.g. docker exec)`
+  }
   const pids = [
     record.supervisor.running ? record.supervisor.pid : null,
     record.child?.running ? record.child.pid : null,
@@ -463,4 +504,5 @@ module.exports = {
   parseRecord,
   readSupervisorState,
   distrustSupervisorState,
+  otherPidNamespace,
 }

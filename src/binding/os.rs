@@ -7,6 +7,8 @@
 //! The scans and the long reads run on tokio's blocking threads and resolve
 //! a promise: never on the JS thread.
 
+use std::path::Path;
+
 use napi::bindgen_prelude::{BigInt, PromiseRaw, ToNapiValue};
 use napi::{Env, Result};
 use napi_derive::napi;
@@ -179,6 +181,19 @@ pub fn process_cgroup<'env>(
             id: id as f64,
         }))
     })
+}
+
+/// This process's pid namespace (the inode of `/proc/self/ns/pid`: what
+/// `readlink` shows as `pid:[N]`), or null where there is none to tell. A
+/// record's pids mean something only in the namespace that wrote them.
+#[napi]
+pub fn own_pid_namespace(env: Env) -> Result<Option<f64>> {
+    let ino = throw(
+        &env,
+        facts::inode(Path::new("/proc/self/ns/pid")).map_err(read_err),
+    )?;
+    // An inode number is far below 2^53 (the kernel's proc inodes are 32-bit).
+    Ok(ino.map(|i| i as f64))
 }
 
 /// Where the cgroup2 hierarchy is mounted, or null.
