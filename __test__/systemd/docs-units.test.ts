@@ -112,5 +112,10 @@ describe.skipIf(INIT === 0)('the systemd units the docs show, as written', { tim
       Result: 'success',
       NRestarts: s.NRestarts,
     })
+    // The record outlives the stop (RuntimeDirectoryPreserve=yes): status
+    // says what systemd says, and the next start finds it (its takeover).
+    const after = await inside(['/srv/app/node_modules/.bin/procward', 'status', '/run/api/state.json'])
+    expect(after.stdout).toMatch(/Active: inactive \(dead\)/)
+    expect(after.code).toBe(3)
   })
 })
