@@ -51,6 +51,9 @@ use std::time::{Duration, Instant};
 use crate::exit_watch::unix::{register, watch, Watched};
 use crate::spawn::{self, Command, Environment, Stdio};
 
+/// Where the guardian's shell finds [`SCRIPT`] (see `start`).
+const SCRIPT_VAR: &str = "PROCWARD_GUARDIAN_SCRIPT";
+
 const SCRIPT: &str = r#"trap '' TERM INT HUP
 p=$1
 shift
@@ -211,9 +214,13 @@ fn guardian_path() -> std::ffi::OsString {
 }
 
 fn start(prefix: &str, dirs: impl Iterator<Item = String>) -> io::Result<Guardian> {
+    // The script goes in the environment, not the command line: `ps` and
+    // `systemctl status` show the guardian as one short line that names it
+    // (it was the whole script, some 900 characters), and exec hands it
+    // over as atomically as an argument.
     let mut args = vec![
         "-c".into(),
-        SCRIPT.into(),
+        format!("eval \"${SCRIPT_VAR}\"").into(),
         "procward-guardian".into(),
         prefix.into(),
     ];
@@ -221,7 +228,10 @@ fn start(prefix: &str, dirs: impl Iterator<Item = String>) -> io::Result<Guardia
     let cmd = Command {
         program: "/bin/sh".into(),
         args,
-        env: Environment::Set(vec![("PATH".into(), guardian_path())]),
+        env: Environment::Set(vec![
+            ("PATH".into(), guardian_path()),
+            (SCRIPT_VAR.into(), SCRIPT.into()),
+        ]),
         cwd: Some("/".into()),
         stdio: [Stdio::Pipe, Stdio::Ignore, Stdio::Ignore],
         process_group: false,
