@@ -37,17 +37,31 @@ node -e '
 
 cp -r "$ROOT/consumer-check/." "$WORK/app"
 cd "$WORK/app"
+# As docs/contributing.md says: the tarballs in the app's own vendor/,
+# named by relative paths, so that the lockfile holds no path of this
+# machine and a frozen install elsewhere (a Dockerfile's) finds them.
+mkdir vendor
+cp "$TARBALL" "$PLATFORM_TARBALL" vendor/
 # Same pinned tool versions as the project itself.
 node -e '
   const fs = require("fs");
   const root = require(process.argv[1] + "/package.json");
   const app = JSON.parse(fs.readFileSync("package.json", "utf8"));
-  app.dependencies = { procward: "file:" + process.argv[2] };
+  app.dependencies = { procward: "file:vendor/" + process.argv[2] };
   for (const k of ["typescript", "vitest", "vite", "@types/node"]) app.devDependencies[k] = root.devDependencies[k];
   app.packageManager = root.packageManager;
   fs.writeFileSync("package.json", JSON.stringify(app, null, 2));
-' "$ROOT" "$TARBALL"
-printf 'overrides:\n  procward-linux-x64-gnu: file:%s\n' "$PLATFORM_TARBALL" >pnpm-workspace.yaml
+' "$ROOT" "$(basename "$TARBALL")"
+printf 'overrides:\n  procward-linux-x64-gnu: file:vendor/%s\n' "$(basename "$PLATFORM_TARBALL")" >pnpm-workspace.yaml
 pnpm install --no-frozen-lockfile --reporter=append-only >/dev/null
+if grep -n "$WORK" pnpm-lock.yaml; then
+  echo "consumer-check: the lockfile names a path of this machine" >&2
+  exit 1
+fi
+# The app copied elsewhere, installed as a Dockerfile would: frozen.
+cp -r "$WORK/app" "$WORK/app2"
+rm -rf "$WORK/app2/node_modules"
+(cd "$WORK/app2" && pnpm install --frozen-lockfile --reporter=append-only >/dev/null)
+node -e 'require(process.argv[1] + "/node_modules/procward").isProcessRunning(process.pid) || process.exit(1)' "$WORK/app2"
 pnpm exec tsc -p tsconfig.json
 pnpm exec vitest run ${PROCWARD_REPORTS:+--reporter=default --reporter=json --outputFile.json=$PROCWARD_REPORTS/consumer.json}
