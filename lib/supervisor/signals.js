@@ -173,6 +173,8 @@ function stoppingSignalPending() {
 }
 
 const turn = () => new Promise((resolve) => setImmediate(resolve))
+/** How long a death we did not cause waits for a stop signal whose handler may be mid-way (see stopSignalsHeard). */
+const SETTLE_MS = 5
 
 /**
  * Resolves once the stop signals already sent to this process have been
@@ -183,10 +185,16 @@ const turn = () => new Promise((resolve) => setImmediate(resolve))
  * pipe in that poll phase or the next, which the second turn waits out;
  * one still pending in the kernel (not delivered to a thread yet: we were
  * stopped, or not scheduled) is waited for, a turn at a time (at most
- * about 100 ms: a signal blocked in every thread never comes).
+ * about 100 ms: a signal blocked in every thread never comes). One taken
+ * from the kernel by a thread that was then descheduled before its handler
+ * wrote to the pipe is pending nowhere we can see: a few milliseconds and
+ * a turn more give that thread its time slice (seen once in about a
+ * thousand trials on a loaded 2-core machine without them).
  */
 async function stopSignalsHeard() {
   await turn()
+  await turn()
+  await new Promise((resolve) => setTimeout(resolve, SETTLE_MS))
   await turn()
   for (let i = 0; i < 100 && stoppingSignalPending(); i++) {
     await new Promise((resolve) => setTimeout(resolve, 1))
