@@ -188,8 +188,9 @@ const SETTLE_MS = 5
  * about 100 ms: a signal blocked in every thread never comes). One taken
  * from the kernel by a thread that was then descheduled before its handler
  * wrote to the pipe is pending nowhere we can see: a few milliseconds and
- * a turn more give that thread its time slice (seen once in about a
- * thousand trials on a loaded 2-core machine without them).
+ * a turn more give that thread its time slice. (A restart in this race
+ * was seen once in a fully loaded test run, never in some 500 trials
+ * alone; this is the one window we know of that could explain it.)
  */
 async function stopSignalsHeard() {
   await turn()
