@@ -1,12 +1,24 @@
 // isProcessRunning against the ways it is done without procward.
 import { execFileSync, spawn } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { createRequire } from 'node:module'
-import { fmt, loopDelayWhile, perCall, ratio, table } from './util.mjs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { fmt, lines, loopDelayWhile, perCall, ratio, table } from './util.mjs'
 
 const require = createRequire(import.meta.url)
 const { isProcessRunning, getProcessInfo } = require('../index.js')
 const isRunningPkg = require('is-running')
+
+const killZero = (p) => {
+  try {
+    process.kill(p, 0)
+    return true
+  } catch (e) {
+    return e.code === 'EPERM'
+  }
+}
 
 export async function run() {
   const { processExists } = await import('process-exists')
@@ -17,14 +29,6 @@ export async function run() {
   const pid = pids[0]
   const identity = getProcessInfo(pid).identity
 
-  const killZero = (p) => {
-    try {
-      process.kill(p, 0)
-      return true
-    } catch (e) {
-      return e.code === 'EPERM'
-    }
-  }
   const procStat = (p) => {
     try {
       const s = readFileSync(`/proc/${p}/stat`, 'latin1')
@@ -78,6 +82,8 @@ export async function run() {
   table(rows, ['check', 'median µs/call', 'vs kill(0)'])
   console.log(`\nps / isProcessRunning(first check) = ${ratio(psRow, first)}`)
 
+  await mainThreadEnded()
+
   console.log('\n## Event-loop delay while polling every 10 ms for 1 s (ms)\n')
   const polled = [
     ['nothing', () => {}],
@@ -104,4 +110,56 @@ export async function run() {
   await Promise.all(
     kids.map((k) => new Promise((r) => (k.exitCode !== null || k.signalCode ? r() : k.once('exit', r)))),
   )
+}
+
+const FIXTURES = join(import.meta.dirname, '..', '__test__', 'fixtures')
+
+/**
+ * A process whose main thread has ended (pthread_exit) while its other
+ * threads run on: /proc/<pid>/stat says Z, so a check reads its threads.
+ * At ~4, ~350 and ~1250 threads, against process.kill(pid, 0), which asks
+ * nothing of threads (and calls a zombie alive). Run alone with
+ * `node -e "import('./bench/liveness.mjs').then((m) => m.mainThreadEnded())"`.
+ */
+export async function mainThreadEnded() {
+  console.log('\n## Liveness of a process whose main thread has ended (median per call)\n')
+  const dir = mkdtempSync(join(tmpdir(), 'procward-bench-'))
+  try {
+    const exe = join(dir, 'many-threads')
+    try {
+      execFileSync(process.env.CC ?? 'cc', ['-O', '-pthread', '-o', exe, join(FIXTURES, 'many-threads.c')])
+    } catch {
+      console.log('not measured: needs cc to build __test__/fixtures/many-threads.c')
+      return
+    }
+    const rows = []
+    // Idle threads; the fixture adds a stdin reader, and the ended leader is listed too.
+    for (const idle of [2, 348, 1248]) {
+      const child = spawn(exe, [String(idle)], { stdio: ['pipe', 'pipe', 'ignore'] })
+      const pid = Number(await lines(child.stdout)())
+      const state = () => {
+        const s = readFileSync(`/proc/${pid}/stat`, 'latin1')
+        return s[s.lastIndexOf(')') + 2]
+      }
+      while (state() !== 'Z') await sleep(5)
+      const threads = readdirSync(`/proc/${pid}/task`).length
+      // Few calls: a call cost 1.5 ms at 1260 threads before the first look.
+      const opts = { batches: 7, perBatch: 200 }
+      const kill0 = perCall(() => killZero(pid), opts)
+      const running = perCall(() => isProcessRunning(pid), opts)
+      if (!isProcessRunning(pid)) throw new Error(`pid ${pid}, main thread ended: not running?`)
+      rows.push({
+        threads,
+        'kill(0) µs': fmt(kill0, 3),
+        'isProcessRunning µs': fmt(running, 3),
+        'vs kill(0)': ratio(running, kill0),
+      })
+      const exited = new Promise((resolve) => child.once('exit', resolve))
+      child.kill('SIGKILL')
+      await exited
+    }
+    table(rows, ['threads', 'kill(0) µs', 'isProcessRunning µs', 'vs kill(0)'])
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
 }

@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
@@ -332,6 +332,60 @@ describe('a process whose main thread has ended while others run', () => {
       const exited = await leaderExitedIn(scratch())
       if (exited === null) return ctx.skip('needs cc to build fixtures/leader-exits.c')
       const { pid, identity } = exited
+      process.kill(pid, 'SIGKILL')
+      expect(runningAgainAfterStopped(pid, identity), `trial ${trial}`).toEqual([])
+    }
+  })
+})
+
+/**
+ * fixtures/many-threads.c in `dir`: `threads` idle threads and a stdin
+ * reader (listed last), its main thread ended. Null without cc.
+ */
+async function manyThreadsIn(dir: string, threads: number) {
+  const exe = join(dir, 'many-threads')
+  if (spawnSync('cc', ['-O', '-pthread', '-o', exe, join(FIXTURES, 'many-threads.c')]).status !== 0) return null
+  const child = spawned.spawn(exe, [String(threads)], { stdio: ['pipe', 'pipe', 'inherit'] })
+  const pid = Number(await firstLine(child))
+  await waitFor(
+    () => procState(pid) === 'Z' && readdirSync(`/proc/${pid}/task`).length === threads + 2,
+    10_000,
+    'its main thread to end while the others run',
+  )
+  return { child, pid, identity: getProcessInfo(pid)?.identity as string }
+}
+
+// A check of such a process first reads a few of its threads, and lists
+// them all only when none of those runs: both must say what the threads say.
+describe('a process of 1000 threads whose main thread has ended', () => {
+  it('runs while they run, and while only its last thread does, and not once it exits', async (ctx) => {
+    const started = await manyThreadsIn(scratch(), 1000)
+    if (started === null) return ctx.skip('needs cc to build fixtures/many-threads.c')
+    const { child, pid, identity } = started
+    expect(identity).toMatch(/^p1:/)
+    expect(isProcessRunning(pid)).toBe(true)
+    expect(isProcessRunning(pid, identity)).toBe(true)
+    expect(['running', 'sleeping', 'disk-sleep']).toContain(getProcessInfo(pid)?.state)
+    // Every idle thread ends; the stdin reader, listed last, runs on.
+    child.stdin?.write('thin\n')
+    await waitFor(() => readdirSync(`/proc/${pid}/task`).length === 2, 10_000, 'all threads but one to end')
+    expect(procState(pid)).toBe('Z')
+    expect(isProcessRunning(pid)).toBe(true)
+    expect(isProcessRunning(pid, identity)).toBe(true)
+    expect(['running', 'sleeping', 'disk-sleep']).toContain(getProcessInfo(pid)?.state)
+    const exited = new Promise((resolve) => child.once('exit', resolve))
+    child.stdin?.end()
+    expect(await exited).toBe(0)
+    expect(isProcessRunning(pid, identity)).toBe(false)
+    expect(isProcessRunning(pid)).toBe(false)
+    expect(getProcessInfo(pid)).toBeNull()
+  })
+
+  it('once seen not running after a kill, is never seen running again (5 kills)', async (ctx) => {
+    for (let trial = 0; trial < 5; trial++) {
+      const started = await manyThreadsIn(scratch(), 1000)
+      if (started === null) return ctx.skip('needs cc to build fixtures/many-threads.c')
+      const { pid, identity } = started
       process.kill(pid, 'SIGKILL')
       expect(runningAgainAfterStopped(pid, identity), `trial ${trial}`).toEqual([])
     }

@@ -2,8 +2,10 @@
 //! once its main thread has ended, whether another thread runs on
 //! ([`thread_state`]). The pidfd cache and identity are `linux.rs`'s.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
+use std::os::fd::AsFd;
+use std::os::unix::fs::OpenOptionsExt;
 
 use super::stat::{self, Stat};
 use super::ProcState;
@@ -49,6 +51,9 @@ const THREAD_PASSES: usize = 32;
 /// released one by one (a tracer holding them makes that hundreds of ms).
 const THREAD_PASSES_TIMED: usize = 4;
 const THREAD_BUDGET_NS: u64 = 5_000_000;
+/// The bytes of `/proc/<pid>/task` the first look reads: `.`, `..` and a
+/// dozen or so threads (a record of a thread id is 24 to 32 bytes).
+const FIRST_LOOK_BUF: usize = 512;
 
 /// The state of the process whose leader's stat is `leader`, judged by its
 /// threads. The leader's own line is the answer unless the leader has
@@ -78,9 +83,23 @@ const THREAD_BUDGET_NS: u64 = 5_000_000;
 /// than a vanished entry (EMFILE, ENOMEM) is returned: it tells nothing of
 /// the process. The process reaped meanwhile: what the leader's last line
 /// says of it, exiting or a zombie.
+///
+/// Before any pass, a first look at the few threads listed first
+/// ([`first_threads`]): one of them running proves the process runs, as in
+/// a pass, whatever the number of its threads. A full listing costs the
+/// kernel an entry for every thread (measured here: 0.2 ms a check at 350
+/// threads, 0.6 ms at 1250), and is left to a process none of whose first
+/// threads runs: one on its way out, mostly.
 pub fn thread_state(pid: Pid, leader: &Stat) -> io::Result<ProcState> {
     if !leader_ended(leader) {
         return Ok(leader.state);
+    }
+    // The usual answer for a live process, from its first threads alone.
+    // None of them running proves nothing of the rest: the full passes.
+    if let Some(tids) = first_threads(pid)? {
+        if let Threads::Running(state) = read_threads(pid, &tids, &mut Vec::new())? {
+            return Ok(state);
+        }
     }
     let mut leader = leader.clone();
     let mut others = false;
@@ -184,6 +203,51 @@ fn list_threads(pid: Pid) -> io::Result<Option<Vec<i32>>> {
     Ok(Some(tids))
 }
 
+/// The first thread ids `/proc/<pid>/task` lists (its leader first, then
+/// its threads from the oldest on): one `getdents64` of [`FIRST_LOOK_BUF`]
+/// bytes. `None` if it is gone. The directory is closed before the lines
+/// are read, so a check needs one free fd at a time, as with a full listing.
+fn first_threads(pid: Pid) -> io::Result<Option<Vec<i32>>> {
+    let dir = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY) // O_CLOEXEC: std sets it always
+        .open(format!("/proc/{}/task", pid.as_raw()))
+    {
+        Ok(dir) => dir,
+        Err(e) if is_gone(&e) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut buf = [0u8; FIRST_LOOK_BUF];
+    match sys::getdents64(dir.as_fd(), &mut buf) {
+        Ok(n) => Ok(Some(dirent_ids(&buf[..n.min(buf.len())]))),
+        Err(e) if is_gone(&e) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The numeric names, in order, of the `linux_dirent64` records in `buf`
+/// (`d_ino` u64, `d_off` i64, `d_reclen` u16, `d_type` u8, then the name,
+/// NUL-terminated, padded to `d_reclen`). `.`, `..` and any other name
+/// that is no number are left out; a record that overruns `buf` ends it.
+fn dirent_ids(buf: &[u8]) -> Vec<i32> {
+    const NAME: usize = 19;
+    let mut ids = Vec::new();
+    let mut rest = buf;
+    while rest.len() > NAME {
+        let reclen = usize::from(u16::from_ne_bytes([rest[16], rest[17]]));
+        if reclen <= NAME || reclen > rest.len() {
+            break;
+        }
+        let name = &rest[NAME..reclen];
+        let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+        if let Some(id) = std::str::from_utf8(name).ok().and_then(|s| s.parse().ok()) {
+            ids.push(id);
+        }
+        rest = &rest[reclen..];
+    }
+    ids
+}
+
 /// What the lines of a process's threads, its leader's aside, say.
 enum Threads {
     /// One is neither exiting nor exited (nor an io_uring worker): its state.
@@ -239,4 +303,82 @@ fn thread_there(pid: Pid, tid: i32) -> bool {
 
 pub fn parse_stat(buf: &[u8]) -> io::Result<Stat> {
     stat::parse(buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One `linux_dirent64` record as the kernel writes it: the name and
+    /// its NUL padded to a multiple of 8.
+    fn record(name: &str) -> Vec<u8> {
+        let reclen = (19 + name.len() + 1).div_ceil(8) * 8;
+        let mut rec = vec![0u8; reclen];
+        rec[..8].copy_from_slice(&7u64.to_ne_bytes()); // d_ino
+        rec[8..16].copy_from_slice(&1i64.to_ne_bytes()); // d_off
+        rec[16..18].copy_from_slice(&(reclen as u16).to_ne_bytes());
+        rec[18] = libc::DT_DIR;
+        rec[19..19 + name.len()].copy_from_slice(name.as_bytes());
+        rec
+    }
+
+    fn records(names: &[&str]) -> Vec<u8> {
+        names.iter().flat_map(|name| record(name)).collect()
+    }
+
+    #[test]
+    fn dirent_ids_reads_the_numeric_names_in_order() {
+        let buf = records(&[".", "..", "4242", "4243", "1", "4194304"]);
+        assert_eq!(dirent_ids(&buf), [4242, 4243, 1, 4194304]);
+        assert_eq!(dirent_ids(&records(&[".", ".."])), Vec::<i32>::new());
+        assert_eq!(dirent_ids(&[]), Vec::<i32>::new());
+    }
+
+    #[test]
+    fn dirent_ids_leaves_out_names_that_are_no_thread_id() {
+        let buf = records(&["12", "stat", "13x", "", "99999999999", "14"]);
+        assert_eq!(dirent_ids(&buf), [12, 14]);
+    }
+
+    #[test]
+    fn dirent_ids_stops_at_a_record_that_overruns_or_cannot_be() {
+        let mut buf = records(&["5", "6", "7"]);
+        // Cut inside the last record: the first two only.
+        buf.truncate(buf.len() - 3);
+        assert_eq!(dirent_ids(&buf), [5, 6]);
+        // A record claiming more than is left, or no room for a name.
+        for bad in [0u16, 19, 4096] {
+            let mut buf = records(&["5", "6", "7"]);
+            let second = record("5").len();
+            buf[second + 16..second + 18].copy_from_slice(&bad.to_ne_bytes());
+            assert_eq!(dirent_ids(&buf), [5], "d_reclen {bad}");
+        }
+    }
+
+    #[test]
+    fn dirent_ids_takes_a_name_that_fills_its_record_without_a_nul() {
+        let mut buf = record("1234567890");
+        let reclen = buf.len();
+        buf[19..reclen].fill(b'9');
+        buf.extend(record("8"));
+        assert_eq!(dirent_ids(&buf), [8], "{} nines is no i32", reclen - 19);
+        let mut buf = vec![0u8; 24];
+        buf[16..18].copy_from_slice(&24u16.to_ne_bytes());
+        buf[19..24].copy_from_slice(b"31337");
+        assert_eq!(dirent_ids(&buf), [31337]);
+    }
+
+    /// The first look on this very process: its leader runs, so its first
+    /// ids are this process's own, the leader's first.
+    #[test]
+    fn first_threads_lists_this_process_leader_first() {
+        let me = Pid::from_raw(std::process::id() as i32).unwrap();
+        let tids = first_threads(me).unwrap().unwrap();
+        assert_eq!(tids.first(), Some(&me.as_raw()));
+        let all = list_threads(me).unwrap().unwrap();
+        assert!(
+            tids.iter().all(|tid| all.binary_search(tid).is_ok()),
+            "{tids:?} in {all:?}"
+        );
+    }
 }

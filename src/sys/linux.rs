@@ -1,5 +1,5 @@
 //! The Linux wrappers: pidfds, `waitid`, clocks, `/proc`-adjacent fd
-//! checks (the POSIX calls shared with macOS are in `unix`). Each wrapper
+//! checks, `getdents64` (the POSIX calls shared with macOS are in `unix`). Each wrapper
 //! holds exactly one `unsafe` call; callers never see a raw pointer.
 
 use std::io;
@@ -117,6 +117,25 @@ fn waitid_raw(
 pub fn thread_probe(tgid: Pid, tid: Pid) -> io::Result<()> {
     // SAFETY: tgkill with signal 0 only checks existence and permission.
     cvt(unsafe { libc::syscall(libc::SYS_tgkill, tgid.as_raw(), tid.as_raw(), 0) }).map(drop)
+}
+
+/// `getdents64(2)`: as many `linux_dirent64` records of the directory open
+/// on `fd` as fit in `buf`, from where the last call stopped; 0 at its
+/// end. A small buffer reads only the first entries: for `/proc/<pid>/task`
+/// the kernel then sets up only those threads' entries, where a full
+/// listing sets up one for every thread.
+pub fn getdents64(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: a valid fd and a writable buffer of the given length, which
+    // the kernel fills with at most that many bytes.
+    let n = cvt(unsafe {
+        libc::syscall(
+            libc::SYS_getdents64,
+            fd.as_raw_fd(),
+            buf.as_mut_ptr(),
+            buf.len(),
+        )
+    })?;
+    Ok(n as usize)
 }
 
 /// `CLOCK_BOOTTIME` in nanoseconds: the clock a process's start time in

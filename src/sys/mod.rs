@@ -2,10 +2,11 @@
 //! mechanism: those several core modules make (pidfds, `waitid`, `kill` and
 //! `killpg`, `poll`, clocks, an fd's inode and file system, Windows process
 //! handles and Job objects), and a few that keep raw memory out of a
-//! module's logic (the reaper's `epoll`, macOS's kqueue exit wait, the
-//! unix datagram sockets with credentials of `notify`, in
-//! `linux/socket.rs`). One file per OS (`linux`, `macos`, `windows`; what
-//! Linux and macOS share in `unix`), chosen here, once: the core modules
+//! module's logic (the reaper's `epoll`, macOS's kqueue exit wait,
+//! `proc_info`'s `getdents64` of a process's first threads, the unix
+//! datagram sockets with credentials of `notify`, in `linux/socket.rs`).
+//! One file per OS (`linux`, `macos`, `windows`; what Linux and macOS
+//! share in `unix`), chosen here, once: the core modules
 //! use `crate::sys` and name only the calls their own OS part makes. Each
 //! `unsafe` block holds one call under its `// SAFETY:` comment; callers
 //! never see a raw pointer. The crate's one `cvt` (a C call's -1 into an
