@@ -87,6 +87,14 @@ function cgroup2Mount() {
 }
 
 /**
+ * Is a thread of this process other than the JS thread runnable now (woken,
+ * not yet run)? false where that cannot be told.
+ */
+function otherThreadsRunnable() {
+  return told(false, native.otherThreadsRunnable)
+}
+
+/**
  * This process's pid namespace (its inode: `pid:[N]` as readlink shows
  * it), or null where there is none to tell. Pids recorded in another one
  * name other processes here.
@@ -143,6 +151,7 @@ module.exports = {
   cgroupOf,
   cgroup2Mount,
   ownPidNamespace,
+  otherThreadsRunnable,
   openOwnTerminal,
   listeningInodes,
   childListens,

@@ -13,7 +13,7 @@
 // application's own, such a signal is the application's, and left alone.
 
 const { constants } = require('node:os')
-const { ownStatus, WINDOWS } = require('../os')
+const { otherThreadsRunnable, ownStatus, WINDOWS } = require('../os')
 
 const noop = () => {}
 
@@ -173,8 +173,6 @@ function stoppingSignalPending() {
 }
 
 const turn = () => new Promise((resolve) => setImmediate(resolve))
-/** How long a death we did not cause waits for a stop signal whose handler may be mid-way (see stopSignalsHeard). */
-const SETTLE_MS = 5
 
 /**
  * Resolves once the stop signals already sent to this process have been
@@ -184,23 +182,23 @@ const SETTLE_MS = 5
  * phase; a signal whose handler ran by then is read from libuv's signal
  * pipe in that poll phase or the next, which the second turn waits out;
  * one still pending in the kernel (not delivered to a thread yet: we were
- * stopped, or not scheduled) is waited for, a turn at a time (at most
- * about 100 ms: a signal blocked in every thread never comes). One taken
- * from the kernel by a thread that was then descheduled before its handler
- * wrote to the pipe is pending nowhere we can see: a few milliseconds and
- * a turn more give that thread its time slice. (A restart in this race
- * was seen once in a fully loaded test run, never in some 500 trials
- * alone; this is the one window we know of that could explain it.)
+ * stopped, or not scheduled) is waited for, a turn at a time; so is one a
+ * thread has taken from the kernel but whose handler has not written to
+ * the pipe yet: that thread is runnable, woken with us (a SIGCONT, a busy
+ * machine) and not yet on a CPU, and pending nowhere we can see — so while
+ * another thread of ours is runnable, we wait too. At most about 100 ms
+ * either way: a signal blocked in every thread never comes, and a thread
+ * may be runnable for reasons of its own.
  */
 async function stopSignalsHeard() {
   await turn()
   await turn()
-  await new Promise((resolve) => setTimeout(resolve, SETTLE_MS))
-  await turn()
-  for (let i = 0; i < 100 && stoppingSignalPending(); i++) {
+  for (let i = 0; i < 100 && (stoppingSignalPending() || otherThreadsRunnable()); i++) {
     await new Promise((resolve) => setTimeout(resolve, 1))
     await turn()
   }
+  // What a handler that ran meanwhile wrote is read in this turn or the next.
+  await turn()
 }
 
 /**

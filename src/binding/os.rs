@@ -183,6 +183,13 @@ pub fn process_cgroup<'env>(
     })
 }
 
+/// Whether a thread of this process other than the main (JS) one is
+/// runnable now; false where that cannot be told.
+#[napi]
+pub fn other_threads_runnable(env: Env) -> Result<bool> {
+    throw(&env, facts::other_threads_runnable().map_err(read_err))
+}
+
 /// This process's pid namespace (the inode of `/proc/self/ns/pid`: what
 /// `readlink` shows as `pid:[N]`), or null where there is none to tell. A
 /// record's pids mean something only in the namespace that wrote them.

@@ -13,6 +13,7 @@ use super::parse::{self, OwnStatus};
 use crate::pid::Pid;
 use crate::proc_info::procfs::{is_gone, parse_stat, read_stat, STAT_BUF};
 use crate::proc_info::stat::{self, Stat, Terminal};
+use crate::proc_info::ProcState;
 
 pub use super::scan::marked_processes;
 pub use super::sockets::{child_listens, listening_inodes};
@@ -48,6 +49,37 @@ pub fn stat(pid: Pid) -> io::Result<Option<(Stat, Terminal)>> {
 /// called from JS, which is the main thread `/proc/self` shows).
 pub fn own_status() -> io::Result<Option<OwnStatus>> {
     Ok(read("/proc/self/status")?.map(|text| parse::status(&text)))
+}
+
+/// Whether a thread of this process other than its main thread (the JS
+/// thread, which asks) is runnable now (state R): one woken at the same
+/// moment that has not had the CPU yet. A signal such a thread has taken
+/// from the kernel is pending nowhere, and its handler has not run yet.
+/// Threads that vanish while read are passed over.
+pub fn other_threads_runnable() -> io::Result<bool> {
+    let main = std::process::id();
+    let dir = match std::fs::read_dir("/proc/self/task") {
+        Ok(dir) => dir,
+        Err(e) if is_gone(&e) => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    for task in dir {
+        let task = task?;
+        let name = task.file_name();
+        let Some(tid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        if tid == main {
+            continue;
+        }
+        let Some(line) = read(&format!("/proc/self/task/{tid}/stat"))? else {
+            continue;
+        };
+        if parse_stat(&line).is_ok_and(|st| st.state == ProcState::Running) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// `pid`'s name (`comm`: at most 15 bytes, set by exec or `PR_SET_NAME`).

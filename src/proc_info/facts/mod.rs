@@ -32,7 +32,7 @@ use none as imp;
 
 pub use imp::{
     argv, cgroup_text, child_listens, comm, inode, listening_inodes, marked_processes, mountinfo,
-    open_own_terminal, own_status, owner, stat, PROCFS,
+    open_own_terminal, other_threads_runnable, own_status, owner, stat, PROCFS,
 };
 pub use parse::OwnStatus;
 

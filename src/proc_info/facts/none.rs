@@ -21,6 +21,11 @@ pub fn own_status() -> io::Result<Option<OwnStatus>> {
     Ok(None)
 }
 
+/// No threads to look at here: none is known to be runnable.
+pub fn other_threads_runnable() -> io::Result<bool> {
+    Ok(false)
+}
+
 pub fn comm(_pid: Pid) -> io::Result<Option<String>> {
     Ok(None)
 }
