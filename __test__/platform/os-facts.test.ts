@@ -321,7 +321,7 @@ describe.skipIf(!LINUX)('cgroups', () => {
     const p = sup('sh', ['-c', 'echo up; exec sleep 30'], { cgroup: true, stdio: ['ignore', 'pipe', 'inherit'] })
     expect(await firstLineOf(p)).toBe('up')
     const cg = await native.processCgroup(p.pid)
-    expect(cg).toEqual(p[Symbol.for('procward.cgroupRecord') as keyof typeof p])
-    expect(cg?.path).toBe(p.cgroup)
+    // Its directory, and that directory's inode: the cgroup id.
+    expect(cg).toEqual({ path: p.cgroup, id: statSync(p.cgroup as string).ino })
   })
 })
