@@ -48,22 +48,25 @@ function listeningPorts(pid: number): number[] {
 describe.skipIf(process.platform !== 'linux' || !isRoot)('SIGUSR1 never opens Node inspector in procward', () => {
   // Bun opens no inspector on SIGUSR1 and reads no --inspect from
   // NODE_OPTIONS: there is nothing to close, and no control to show.
-  it.skipIf(IS_BUN)('the control: a plain Node process with the same setup is attachable by another user after SIGUSR1', async (ctx) => {
-    const port = await freePort()
-    const p = others.spawn(NODE, ['-e', 'setInterval(() => {}, 1000)'], {
-      env: { ...process.env, NODE_OPTIONS: `--inspect-port=127.0.0.1:${port}` },
-      stdio: ['ignore', 'ignore', 'pipe'],
-    })
-    let err = ''
-    p.stderr?.on('data', (d) => (err += d))
-    await sleep(300)
-    p.kill('SIGUSR1')
-    await waitFor(() => err.includes('Debugger listening'), 5000, 'the inspector to open')
-    const seen = nobodyAttaches(port)
-    if (seen === '') return ctx.skip('node cannot run as nobody here')
-    expect(seen).toBe('attachable')
-    p.kill('SIGKILL')
-  })
+  it.skipIf(IS_BUN)(
+    'the control: a plain Node process with the same setup is attachable by another user after SIGUSR1',
+    async (ctx) => {
+      const port = await freePort()
+      const p = others.spawn(NODE, ['-e', 'setInterval(() => {}, 1000)'], {
+        env: { ...process.env, NODE_OPTIONS: `--inspect-port=127.0.0.1:${port}` },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      })
+      let err = ''
+      p.stderr?.on('data', (d) => (err += d))
+      await sleep(300)
+      p.kill('SIGUSR1')
+      await waitFor(() => err.includes('Debugger listening'), 5000, 'the inspector to open')
+      const seen = nobodyAttaches(port)
+      if (seen === '') return ctx.skip('node cannot run as nobody here')
+      expect(seen).toBe('attachable')
+      p.kill('SIGKILL')
+    },
+  )
 
   it('procward run --user nobody: SIGUSR1 reaches the daemon, no inspector opens, nobody cannot attach', async (ctx) => {
     const port = await freePort()
@@ -109,22 +112,25 @@ describe.skipIf(process.platform !== 'linux' || !isRoot)('SIGUSR1 never opens No
     expect(c.err).not.toMatch(/Debugger listening/)
   })
 
-  it.skipIf(IS_BUN)('NODE_OPTIONS=--inspect in procward environment: its own inspector is closed at once, the daemon still gets NODE_OPTIONS', async (ctx) => {
-    const port = await freePort()
-    const opts = `--inspect=127.0.0.1:${port}`
-    const c = new Cli(others, ['run', '--', 'sh', '-c', 'echo "options: $NODE_OPTIONS"; sleep 1000'], {
-      env: { ...process.env, NODE_OPTIONS: opts },
-    })
-    await waitFor(() => c.out.includes('options:'), 10_000, 'the daemon')
-    expect(c.out).toContain(`options: ${opts}`)
-    expect(c.err).toMatch(/inspector was opened in procward itself .* closed/)
-    await waitFor(() => listeningPorts(c.pid).length === 0, 5000, 'no listening socket in procward')
-    const seen = nobodyAttaches(port)
-    if (seen === '') return ctx.skip('node cannot run as nobody here')
-    expect(seen).toBe('ECONNREFUSED')
-    c.proc.kill('SIGTERM')
-    await c.done
-  })
+  it.skipIf(IS_BUN)(
+    'NODE_OPTIONS=--inspect in procward environment: its own inspector is closed at once, the daemon still gets NODE_OPTIONS',
+    async (ctx) => {
+      const port = await freePort()
+      const opts = `--inspect=127.0.0.1:${port}`
+      const c = new Cli(others, ['run', '--', 'sh', '-c', 'echo "options: $NODE_OPTIONS"; sleep 1000'], {
+        env: { ...process.env, NODE_OPTIONS: opts },
+      })
+      await waitFor(() => c.out.includes('options:'), 10_000, 'the daemon')
+      expect(c.out).toContain(`options: ${opts}`)
+      expect(c.err).toMatch(/inspector was opened in procward itself .* closed/)
+      await waitFor(() => listeningPorts(c.pid).length === 0, 5000, 'no listening socket in procward')
+      const seen = nobodyAttaches(port)
+      if (seen === '') return ctx.skip('node cannot run as nobody here')
+      expect(seen).toBe('ECONNREFUSED')
+      c.proc.kill('SIGTERM')
+      await c.done
+    },
+  )
 
   it('a SIGUSR1 at any moment of start-up leaves no inspector open (Node own start-up is the only window, closed at once)', async () => {
     for (let delayMs = 0; delayMs <= 120; delayMs += 15) {
