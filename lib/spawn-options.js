@@ -18,6 +18,11 @@ const IS_BUN = typeof process.versions.bun === 'string'
 // a pipe whose write end is this fd number in the child. Not in the global
 // symbol registry: only a module that requires this one can set it.
 const NOTIFY_FD = Symbol('procward.notifyFd')
+// Package-internal spawn option (procward run in a terminal): the child's
+// group takes the foreground of the terminal on its stdin, when that is our
+// controlling terminal and our group has it at the spawn; the terminal is
+// given back after the exit (SupervisedProcess).
+const TAKE_TERMINAL = Symbol('procward.takeTerminal')
 
 const STOP_DEFAULTS = Object.freeze({ signal: 'SIGTERM', graceMs: 5000, killTimeoutMs: 2000 })
 
@@ -217,6 +222,7 @@ function nativeSpawnOptions(options) {
       cgroup,
       cgroupParent,
       killTimeoutMs: stopNative.killTimeoutMs,
+      takeTerminal: o[TAKE_TERMINAL] === true,
     },
     // Only read (merged under a stop's own options): the frozen defaults
     // themselves when the spawn gives none.
@@ -231,6 +237,7 @@ module.exports = {
   SPAWN_KEYS,
   STOP_DEFAULTS,
   STOP_KEYS,
+  TAKE_TERMINAL,
   nativeSpawnOptions,
   nativeStopOptions,
   notifyFd,

@@ -104,6 +104,9 @@ class SupervisedProcess extends EventEmitter {
     this.#exitInfo = Object.freeze({ pid: this.#pid, code: info.code ?? null, signal: info.signal ?? null })
     this.#abort?.()
     this.#abort = null
+    // Before anyone hears of the exit (a Supervisor restarts at once): a
+    // child spawned with TAKE_TERMINAL hands the terminal back to us.
+    this.#native.reclaimTerminal()
     this.#resolveExited(this.#exitInfo)
     this.emit('exit', this.#exitInfo)
   }

@@ -6,6 +6,8 @@
 // the package's notify-out Speaker, attached here; this file parses, logs
 // and chooses the exit status.
 
+const tty = require('node:tty')
+const { TAKE_TERMINAL } = require('../spawn-options.js')
 const { parse, commandOf, UsageError, wholeNumber } = require('./args.js')
 const common = require('./common.js')
 const earlySignals = require('./early-signals.js')
@@ -111,7 +113,20 @@ function inRunWords(message) {
  * service manager.
  */
 function internals() {
-  return { init: require('../init.js'), notifyOut: require('../supervisor/notify-out.js') }
+  return { init: require('../init.js'), notifyOut: require('../supervisor/notify-out.js'), os: require('../os.js') }
+}
+
+/**
+ * Is our stdin a terminal whose foreground is our group? Then COMMAND is
+ * given it as tini gives it (its stdin, and the foreground for its own
+ * group: an interactive shell or REPL can read it). A procward run in the
+ * background of a shell leaves it alone, and COMMAND's stdin stays
+ * /dev/null. Told by /proc (Linux); elsewhere: no.
+ */
+function inTerminalForeground(os) {
+  if (!tty.isatty(0)) return false
+  const stat = os.processStat(process.pid)
+  return stat !== null && stat.ttyNr !== 0 && stat.tpgid === stat.pgid
 }
 
 /** The --json form of an error: message and code, and its cause's. */
@@ -146,7 +161,12 @@ async function main(argv, { help }) {
 
   const output = createOutput({ stamp: !opts.json && !underJournal(), prefix: opts.prefix === true })
   const { Supervisor } = common.procward()
-  const { init, notifyOut } = internals()
+  const { init, notifyOut, os } = internals()
+  const terminal = !opts.prefix && inTerminalForeground(os)
+  if (terminal) {
+    spawn.stdio = 'inherit'
+    spawn[TAKE_TERMINAL] = true
+  }
   // With --prefix, the child's last words are still in its pipes when it
   // has been reaped: a stop (the one handleSignals makes, before it raises
   // the signal that ends us) is over once they are written out. A second
@@ -189,6 +209,16 @@ async function main(argv, { help }) {
   })
   sup.on('ready', (c) => log('ready', { pid: c?.pid ?? null }, c ? `pid ${c.pid}` : ''))
   sup.on('exit', (e) => log('exit', { ...e }, `pid ${e.pid} ${exitText(e)}${common.exitNote(e, options.restart)}`))
+  // COMMAND in the terminal's foreground gets its Ctrl-C (Ctrl-\) in our
+  // stead. Dead of it, it is not restarted: we stop as that key would have
+  // stopped us (handleSignals: the stop, then we die of the signal), heard
+  // now, before the restart begins. With --restart never its status is
+  // ours already (130).
+  sup.on('exit', (e) => {
+    if (terminal && !e.expected && options.restart !== 'never' && (e.signal === 'SIGINT' || e.signal === 'SIGQUIT')) {
+      process.emit(e.signal, e.signal)
+    }
+  })
   sup.on('unhealthy', (u) =>
     log(
       'unhealthy',

@@ -65,6 +65,10 @@ pub struct NativeSpawnOptions {
     /// The spawn's stop default `killTimeoutMs`: how long its exit may wait
     /// for the cgroup to empty.
     pub kill_timeout_ms: Option<f64>,
+    /// Package-internal (`procward run`): the child takes the foreground of
+    /// the terminal on its stdin, if our group has it (`Command::take_terminal`),
+    /// and `reclaimTerminal()` gives it back after the exit.
+    pub take_terminal: Option<bool>,
 }
 
 type ExitCallback = ThreadsafeFunction<NativeExitInfo, (), NativeExitInfo, Status, false>;
@@ -84,6 +88,8 @@ pub struct NativeChild {
     delivery: Delivery,
     /// Parent ends: stdio 0..3, then the notify pipe's read end.
     pipes: Mutex<[Option<spawn::Pipe>; 4]>,
+    /// Spawned with `take_terminal`.
+    terminal: bool,
 }
 
 #[napi]
@@ -178,6 +184,23 @@ impl NativeChild {
             .iter_mut()
             .map(|p| p.take().map_or(-1, spawn::pipe_into_raw))
             .collect()
+    }
+
+    /// After the exit of a child spawned with `takeTerminal`: the terminal
+    /// on our stdin is ours again if the child's group still had it
+    /// (true); false otherwise, and always for any other child.
+    #[napi]
+    pub fn reclaim_terminal(&self) -> bool {
+        let Some(pgid) = self.watched.pgid().filter(|_| self.terminal) else {
+            return false;
+        };
+        #[cfg(unix)]
+        return crate::sys::reclaim_terminal(pgid).unwrap_or(false);
+        #[cfg(windows)]
+        {
+            let _ = pgid; // Windows has no terminal foreground to give.
+            false
+        }
     }
 
     /// The reaped status, or null while the child has not been reaped.
@@ -331,6 +354,7 @@ fn command(command: String, args: Vec<String>, options: &NativeSpawnOptions) -> 
         argv0: options.argv0.clone(),
         new_session: false,
         ignore_stop_signals: false,
+        take_terminal: options.take_terminal.unwrap_or(false),
         cgroup: None,
     })
 }
@@ -364,6 +388,7 @@ pub fn spawn_supervised(
     spawn_trace::mark(spawn_trace::REGISTERED);
     let watched = started.watched;
     let pipes = Mutex::new(started.pipes);
+    let terminal = options.take_terminal.unwrap_or(false);
     if options.use_loop {
         if let Some(loop_ref) = js_loop::watch_on_loop(&env, &on_exit, &watched) {
             spawn_trace::mark(spawn_trace::RETURN);
@@ -372,6 +397,7 @@ pub fn spawn_supervised(
                 backend: Backend::PidfdLoop,
                 delivery: Delivery::Loop(loop_ref),
                 pipes,
+                terminal,
             });
         }
     }
@@ -386,6 +412,7 @@ pub fn spawn_supervised(
             backend,
             delivery: Delivery::Threadsafe(callback),
             pipes,
+            terminal,
         }),
         Err(e) => {
             // No watcher could be started: take the child down again so that

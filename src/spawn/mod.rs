@@ -83,6 +83,11 @@ pub struct Command {
     /// SIGTERM the moment it starts, before a shell could run its first
     /// `trap` (Linux).
     pub ignore_stop_signals: bool,
+    /// Package-internal (`procward run` in a terminal): the child's group
+    /// becomes the foreground of the terminal on its stdin, if that is our
+    /// controlling terminal and our group is its foreground now (Linux;
+    /// elsewhere not asked for, and without effect).
+    pub take_terminal: bool,
     /// The cgroup the child is born in (Linux).
     pub cgroup: Option<IntoCgroup>,
 }

@@ -112,6 +112,38 @@ pub fn getpgid(pid: Pid) -> io::Result<i32> {
     cvt(unsafe { libc::getpgid(pid.as_raw()) })
 }
 
+/// Gives the terminal on our fd 0 back to our own process group when group
+/// `from` is its foreground now: a child that took it (spawn's
+/// `take_terminal`) has exited, and the shell that started us, and our own
+/// next child, need it from us again. Ok(false) when `from` does not hold
+/// it (someone moved it on since, or fd 0 is no terminal of ours). We are
+/// outside the foreground here, so `tcsetpgrp` would send SIGTTOU to our
+/// whole group, stopping it: the signal is blocked on this thread for the
+/// call, which the kernel counts as ignoring it (and then sends nothing).
+pub fn reclaim_terminal(from: Pid) -> io::Result<bool> {
+    // SAFETY: ioctl(TIOCGPGRP) on fd 0; reads the foreground group.
+    if unsafe { libc::tcgetpgrp(0) } != from.as_raw() {
+        return Ok(false);
+    }
+    // SAFETY: a zeroed sigset is valid storage for sigemptyset.
+    let mut ttou: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: initialises the set we own.
+    unsafe { libc::sigemptyset(&mut ttou) };
+    // SAFETY: edits the set we own.
+    unsafe { libc::sigaddset(&mut ttou, libc::SIGTTOU) };
+    // SAFETY: a zeroed sigset is valid storage for the old mask.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: changes only this thread's mask; the old one is written to `old`.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &ttou, &mut old) };
+    // SAFETY: plain syscall on ourselves.
+    let ours = unsafe { libc::getpgrp() };
+    // SAFETY: ioctl(TIOCSPGRP) on fd 0 with our own group.
+    let given = cvt(unsafe { libc::tcsetpgrp(0, ours) });
+    // SAFETY: puts back this thread's mask as it was.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    given.map(|_| true)
+}
+
 /// `waitid(idtype, id, flags)`, retried on EINTR. The siginfo starts
 /// zeroed: with WNOHANG and nothing to report the kernel leaves it untouched,
 /// and `si_pid == 0` is how "still alive" is told apart.

@@ -152,6 +152,8 @@ pub struct Prepared {
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(super) ignore_stop_signals: bool,
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(super) take_terminal: bool,
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(super) cgroup: Option<IntoCgroup>,
     /// This process (`getpid`, once per spawn): the child's death-signal
     /// check compares its parent with it, and the main-thread check too.
@@ -509,6 +511,7 @@ pub(super) fn prepare(cmd: &Command) -> Result<(Prepared, ParentEnds), SpawnErro
             umask: cmd.umask,
             new_session: cmd.new_session,
             ignore_stop_signals: cmd.ignore_stop_signals,
+            take_terminal: cmd.take_terminal,
             cgroup: cmd.cgroup.clone(),
             parent_pid: Pid::current(),
         },
@@ -547,6 +550,7 @@ pub(super) mod tests {
             argv0: None,
             new_session: false,
             ignore_stop_signals: false,
+            take_terminal: false,
             cgroup: None,
         }
     }

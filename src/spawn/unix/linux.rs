@@ -45,6 +45,8 @@ struct ChildArgs {
     new_session: bool,
     /// SIGTERM, SIGINT and SIGHUP ignored rather than defaulted.
     ignore_stop_signals: bool,
+    /// The foreground of the terminal on fd 0, if our parent's group has it.
+    take_terminal: bool,
     /// `cgroup.procs` of the child's cgroup, to write "0" (itself) into;
     /// -1: none, or clone3 already placed it there.
     cgroup_procs: c_int,
@@ -61,6 +63,31 @@ struct ChildArgs {
     parent_pid: libc::pid_t,
     err: AtomicI32,
     stage: AtomicI32,
+}
+
+/// Makes our (new) group the foreground of the terminal on fd 0, as tini
+/// does for its child, when that terminal is our controlling one and its
+/// foreground is `born_in`, the group we were born in: a parent in the
+/// background of its terminal must not steal it from the shell's job that
+/// has it. `tcgetpgrp` fails (ENOTTY) on anything but our controlling
+/// terminal, so a stdin that is a pipe, a file, /dev/null or another
+/// terminal is left alone. Every signal is still blocked here, which the
+/// kernel counts as ignoring SIGTTOU: the `tcsetpgrp` of a group outside
+/// the foreground goes through rather than stopping us (tini ignores
+/// SIGTTOU around it for the same reason). A failure is ignored, as tini
+/// does: the program then runs without the terminal, as before. The
+/// dispositions stay the defaults, as under tini: a job-control shell run
+/// here keeps its Ctrl-Z for its own jobs (see docs/cli.md for Ctrl-Z on
+/// COMMAND itself). Child side: two ioctls and a syscall, async-signal-safe.
+fn take_terminal(born_in: libc::pid_t) {
+    // SAFETY: ioctl(TIOCGPGRP) on fd 0; reads the foreground group.
+    if unsafe { libc::tcgetpgrp(0) } != born_in {
+        return;
+    }
+    // SAFETY: plain syscall on ourselves.
+    let ours = unsafe { libc::getpgrp() };
+    // SAFETY: ioctl(TIOCSPGRP) on fd 0 with our own group, in our session.
+    unsafe { libc::tcsetpgrp(0, ours) };
 }
 
 fn child_fail(args: &ChildArgs, stage: Stage) -> ! {
@@ -121,6 +148,13 @@ extern "C" fn child_main(raw: *mut c_void) -> c_int {
         }
     }
 
+    // The group we were born in (our parent's), before we leave it.
+    let born_in = if args.take_terminal {
+        // SAFETY: plain syscall on ourselves.
+        unsafe { libc::getpgrp() }
+    } else {
+        0
+    };
     if args.new_session {
         // SAFETY: plain syscall on ourselves.
         if unsafe { libc::setsid() } < 0 {
@@ -147,6 +181,11 @@ extern "C" fn child_main(raw: *mut c_void) -> c_int {
         }
         // Blocking, as a shell or `child_process` hands stdio to a program.
         super::common::make_blocking(target);
+    }
+
+    // After stdio: the terminal is the one on the program's own stdin.
+    if args.take_terminal && args.process_group && !args.new_session {
+        take_terminal(born_in);
     }
 
     // After stdio: a stdio source may sit on the notify fd's number, and has
@@ -391,6 +430,7 @@ pub fn clone_exec(
         process_group: prep.process_group,
         new_session: prep.new_session,
         ignore_stop_signals: prep.ignore_stop_signals,
+        take_terminal: prep.take_terminal,
         cgroup_procs: -1,
         death_signal: prep.death_signal.map_or(0, |s| s.as_raw()),
         notify: prep

@@ -243,6 +243,7 @@ fn start(prefix: &str, dirs: impl Iterator<Item = String>) -> io::Result<Guardia
         argv0: Some("procward-guardian".into()),
         new_session: true,
         ignore_stop_signals: true,
+        take_terminal: false,
         cgroup: None,
     };
     let mut child = spawn::spawn(&cmd, true).map_err(|e| match e {
