@@ -3,7 +3,8 @@
 // and, by name, the few package-internal modules a verb needs beside it
 // (never through a door in the public entry): on the --postgres path,
 // procward/pg's inside (lib/pg.js: the lock and the size of a purpose);
-// for procward run, an init's duties and notify-out.js's voice; and for
+// for procward run, an init's duties, notify-out.js's voice and the spawn
+// option that gives COMMAND the terminal; and for
 // every verb, what the platform supports (lib/os.js: asked of the binding,
 // never read from /proc by the CLI).
 import { readdirSync, readFileSync } from 'node:fs'
@@ -37,7 +38,7 @@ describe('the CLI', () => {
   const INTERNALS: Record<string, string[]> = {
     'common.js': ['../os.js'],
     'lock.js': ['../pg.js'],
-    'run.js': ['../init.js', '../supervisor/notify-out.js'],
+    'run.js': ['../init.js', '../supervisor/notify-out.js', '../spawn-options.js'],
   }
 
   it('lib/cli/ requires only the package entry, node: modules, its own files (and the internals a verb names)', () => {

@@ -83,9 +83,9 @@ async function readsTheTerminal(launch: Launch): Promise<void> {
   expect(await t.done).toEqual({ code: 0, signal: null })
 }
 
-/** Ctrl-C kills COMMAND (restart policy `always`, the default), and procward ends with 130 without a restart. */
+/** Ctrl-C kills COMMAND (restart policy `on-failure`: a death by a signal is one), and procward ends with 130 without a restart. */
 async function ctrlCEnds(launch: Launch): Promise<void> {
-  const t = new Pty(launch(['--', 'sh', '-c', `${READING}; exec sleep 1000`]))
+  const t = new Pty(launch(['--restart', 'on-failure', '--', 'sh', '-c', `${READING}; exec sleep 1000`]))
   await t.seen(/reading:\d+/)
   t.type('\x03')
   const ended = settled(t.done)
@@ -129,6 +129,19 @@ describe.skipIf(!hasScript)('procward run in the foreground of a terminal', () =
   })
 
   it('Ctrl-C reaches COMMAND, and ends procward run (130) rather than restarting COMMAND', () => ctrlCEnds(procwardRun))
+
+  // A COMMAND that exits 0 on Ctrl-C would be restarted again and again.
+  it('with --restart always (the default), COMMAND is not given the terminal, and Ctrl-C ends procward run (130)', async () => {
+    const script = `trap "exit 0" INT; ${READING}; read x; ${GOT}; sleep 1000 & wait`
+    const t = new Pty(procwardRun(['--', 'sh', '-c', script]))
+    await t.seen(/reading:\d+/)
+    // Its stdin is /dev/null: the read ends at once, with nothing.
+    await t.seen(/got:/, 1, "COMMAND's empty line")
+    expect(t.out).toMatch(/got:\s*$/m)
+    t.type('\x03')
+    expect(await t.done).toEqual({ code: 130, signal: null })
+    expect(t.count(/: spawn pid/g)).toBe(1)
+  })
 
   it.skipIf(!hasBash)('started in the background of a shell, it takes neither the stdin nor the terminal', async () => {
     // `set -m`: job control, as in an interactive shell; the job `&` runs

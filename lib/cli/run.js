@@ -7,7 +7,6 @@
 // and chooses the exit status.
 
 const tty = require('node:tty')
-const { TAKE_TERMINAL } = require('../spawn-options.js')
 const { parse, commandOf, UsageError, wholeNumber } = require('./args.js')
 const common = require('./common.js')
 const earlySignals = require('./early-signals.js')
@@ -108,12 +107,16 @@ function inRunWords(message) {
 
 /**
  * What procward run uses of the package beside its public entry, loaded
- * with it (inside the verb: both need the native binary): an init's duties
- * (lib/init.js), and the voice of notify-out.js for a problem with the
- * service manager.
+ * with it (inside the verb: they need the native binary): an init's duties
+ * (lib/init.js), the voice of notify-out.js for a problem with the service
+ * manager, and the spawn option that gives COMMAND the terminal.
  */
 function internals() {
-  return { init: require('../init.js'), notifyOut: require('../supervisor/notify-out.js'), os: require('../os.js') }
+  return {
+    init: require('../init.js'),
+    notifyOut: require('../supervisor/notify-out.js'),
+    TAKE_TERMINAL: require('../spawn-options.js').TAKE_TERMINAL,
+  }
 }
 
 /**
@@ -161,8 +164,12 @@ async function main(argv, { help }) {
 
   const output = createOutput({ stamp: !opts.json && !underJournal(), prefix: opts.prefix === true })
   const { Supervisor } = common.procward()
-  const { init, notifyOut, os } = internals()
-  const terminal = !opts.prefix && inTerminalForeground(os)
+  const { init, notifyOut, TAKE_TERMINAL } = internals()
+  // Not with --restart always: a COMMAND with the terminal gets Ctrl-C in
+  // our stead, and one that exits 0 on it (a server's graceful stop, a
+  // shell's `exit`) would be restarted, and Ctrl-C would never end us.
+  const terminal =
+    !opts.prefix && options.restart !== undefined && options.restart !== 'always' && inTerminalForeground(common.os())
   if (terminal) {
     spawn.stdio = 'inherit'
     spawn[TAKE_TERMINAL] = true
