@@ -220,7 +220,7 @@ fn start(prefix: &str, dirs: impl Iterator<Item = String>) -> io::Result<Guardia
     // over as atomically as an argument.
     let mut args = vec![
         "-c".into(),
-        format!("eval \"${SCRIPT_VAR}\"").into(),
+        format!("eval \"${SCRIPT_VAR}\""),
         "procward-guardian".into(),
         prefix.into(),
     ];
