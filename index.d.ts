@@ -18,6 +18,7 @@
 export * from './types/cgroup.js'
 export * from './types/errors.js'
 export * from './types/exec.js'
+export * from './types/group.js'
 export * from './types/liveness.js'
 export * from './types/lock.js'
 export type { Signal } from './types/signal.js'

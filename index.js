@@ -55,3 +55,4 @@ exports.isSupervisorError = guards.isSupervisorError
 exports.isUnavailableError = guards.isUnavailableError
 exports.isPgError = guards.isPgError
 exports.lockPath = require('./lib/lock-path').lockPath
+exports.SupervisorGroup = require('./lib/group/group').SupervisorGroup

@@ -16,6 +16,7 @@ export const {
   SupervisedProcess,
   waitForExit,
   Supervisor,
+  SupervisorGroup,
   readSupervisorState,
   distrustSupervisorState,
   killRecordedCgroup,
