@@ -41,13 +41,13 @@ async function starts(log: string): Promise<number[]> {
     .map(Number)
 }
 
-// Issue 23 item 1: a child inherits non-blocking stdio. Under the journal
+// A child inherits non-blocking stdio. Under the journal
 // procward's stdout and stderr are one socket that libuv made O_NONBLOCK,
 // and the daemon shares that open file: a daemon writing faster than
 // journald reads gets EAGAIN (seen here: a line written twice in the journal
 // by sed's stdio retrying, in 1 of 5 runs of 50 000 lines). Fixed: the
 // child clears O_NONBLOCK on its stdio before exec, as libuv does.
-describe.skipIf(INIT === 0)("issue 23 item 1: the daemon's stdio under the journal", { timeout: 90_000 }, () => {
+describe.skipIf(INIT === 0)("the daemon's stdio under the journal", { timeout: 90_000 }, () => {
   afterEach(dropUnits)
 
   it("the daemon's stdout and stderr are blocking, as systemd gave them", async () => {
@@ -123,10 +123,10 @@ LogRateLimitIntervalSec=0
   })
 })
 
-// Issue 23 item 2: the watchdog is fed only while a daemon runs, so a
+// Before: the watchdog is fed only while a daemon runs, so a
 // backoff longer than half of WatchdogSec gets a healthy procward killed
 // ("Watchdog timeout" about 12 s after start).
-describe.skipIf(INIT === 0)('issue 23 item 2: the watchdog over a crash loop', { timeout: 90_000 }, () => {
+describe.skipIf(INIT === 0)('the watchdog over a crash loop', { timeout: 90_000 }, () => {
   afterEach(dropUnits)
 
   it('no watchdog kill over a minute of a crash loop with its backoff', { timeout: 120_000 }, async () => {
@@ -153,12 +153,12 @@ describe.skipIf(INIT === 0)('issue 23 item 2: the watchdog over a crash loop', {
   })
 })
 
-// Issue 23 item 3: under KillMode=control-group systemd signals procward and
+// Under KillMode=control-group systemd signals procward and
 // the daemon at once; when procward sees the daemon's death before its own
 // SIGTERM it counts a crash and starts a new daemon in the middle of the
 // stop (4/5 tries with `kill -STOP $MAINPID; systemctl stop`; 2/2 on the
 // watchdog's SIGABRT).
-describe.skipIf(INIT === 0)('issue 23 item 3: no daemon started during a stop', { timeout: 90_000 }, () => {
+describe.skipIf(INIT === 0)('no daemon started during a stop', { timeout: 90_000 }, () => {
   afterEach(dropUnits)
 
   it('systemctl stop of a stopped procward whose daemon dies of SIGTERM first: no new daemon (5 tries)', async () => {
@@ -258,13 +258,13 @@ describe.skipIf(INIT === 0)('issue 23 item 3: no daemon started during a stop', 
   })
 })
 
-// Issue 23 item 4: `ExecStart=/usr/bin/npx procward run …` makes npm the
+// `ExecStart=/usr/bin/npx procward run …` makes npm the
 // main process; with NotifyAccess=all the watchdog's WATCHDOG_PID names
 // npm, procward sends no pings and the unit is killed every few seconds,
 // silently. The docs now show WorkingDirectory= + node_modules/.bin (see
 // docs-units.test.ts); procward must also say on stderr, once, that it is
 // not the process the manager expects.
-describe.skipIf(INIT === 0)('issue 23 item 4: procward not the main process', { timeout: 90_000 }, () => {
+describe.skipIf(INIT === 0)('procward not the main process', { timeout: 90_000 }, () => {
   beforeAll(async () => {
     await sh(
       `mkdir -p /srv/app/node_modules/.bin && ln -sfn ${CHECKOUT} /srv/app/node_modules/procward &&
