@@ -29,7 +29,11 @@ const PAGES = ['README.md', ...readdirSync(join(ROOT, 'docs')).map((f) => join('
   f.endsWith('.md'),
 )
 
-/** Every ```ini block with a [Service] section, with where it is. */
+/**
+ * Every ```ini block with a [Service] section, with where it is; not one
+ * marked `<!-- not-runnable: why -->` (a unit for a program of the
+ * reader's, proved by a test of its own).
+ */
 function documentedUnits(): { where: string; text: string }[] {
   const out: { where: string; text: string }[] = []
   for (const page of PAGES) {
@@ -37,6 +41,8 @@ function documentedUnits(): { where: string; text: string }[] {
     for (const m of text.matchAll(/^```ini\n([\s\S]*?)^```$/gm)) {
       const unit = m[1] ?? ''
       if (!/^\[Service\]$/m.test(unit)) continue
+      const before = text.slice(0, m.index).trimEnd().split('\n').at(-1) ?? ''
+      if (/^<!--\s*not-runnable:\s*\S.*-->$/.test(before)) continue
       const line = text.slice(0, m.index).split('\n').length
       out.push({ where: `${page}:${line}`, text: unit })
     }
