@@ -463,6 +463,16 @@ describe.skipIf(skipReason !== null)(`containment (${skipReason ?? 'cgroup v2'})
     await waitFor(() => guardiansOf(owner.pid as number).length > 0, 5000, 'the guardian')
     const [first] = guardiansOf(owner.pid as number)
     expect(first).toBeGreaterThan(0)
+    // One short line in ps and systemctl status that names it: its script
+    // is in its environment, not its command line.
+    const argv = readFileSync(`/proc/${first}/cmdline`, 'latin1').split('\0')
+    expect(argv.slice(0, 4)).toEqual([
+      'procward-guardian',
+      '-c',
+      'eval "$PROCWARD_GUARDIAN_SCRIPT"',
+      'procward-guardian',
+    ])
+    expect(argv.join(' ')).not.toMatch(/trap|cgroup\.kill/)
     process.kill(first as number, 'SIGKILL')
     let second = 0
     await waitFor(

@@ -53,6 +53,7 @@ const native = require('../../binding.js') as {
 const os = require('../../lib/os.js') as {
   WINDOWS: boolean
   PROCFS: boolean
+  otherThreadsRunnable(): boolean
   processStat(pid: number): Stat | null
   listeningInodes(port: number): Promise<Set<string> | null>
 }
@@ -323,5 +324,19 @@ describe.skipIf(!LINUX)('cgroups', () => {
     const cg = await native.processCgroup(p.pid)
     // Its directory, and that directory's inode: the cgroup id.
     expect(cg).toEqual({ path: p.cgroup, id: statSync(p.cgroup as string).ino })
+  })
+})
+
+describe.skipIf(!LINUX)('otherThreadsRunnable', () => {
+  it('is true while a thread of ours spins, and false again once it has ended', async () => {
+    const { Worker } = require('node:worker_threads') as typeof import('node:worker_threads')
+    const worker = new Worker('for (;;) {}', { eval: true })
+    try {
+      await waitFor(() => os.otherThreadsRunnable(), 10_000, 'the spinning worker seen runnable')
+    } finally {
+      await worker.terminate()
+    }
+    // Node's own threads sleep again once nothing wakes them.
+    await waitFor(() => !os.otherThreadsRunnable(), 10_000, 'no other thread runnable')
   })
 })
