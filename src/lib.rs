@@ -21,6 +21,8 @@ pub mod cgroup;
 pub mod duration;
 pub mod errors;
 pub mod exit_watch;
+#[cfg(unix)]
+pub mod held_sockets;
 #[cfg(target_os = "linux")]
 pub mod listeners;
 pub mod lock;

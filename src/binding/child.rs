@@ -21,7 +21,7 @@ use super::js_loop;
 use super::stop::{stop_plan, stop_result, NativeStopControl, NativeStopOptions, NativeStopResult};
 use crate::exit_watch::{self, Backend, Containment, StartError, Watched};
 use crate::pid::Pid;
-use crate::spawn::{self, Command, Environment, SpawnError, Stdio};
+use crate::spawn::{self, Command, Environment, Listen, SpawnError, Stdio};
 use crate::spawn_trace;
 use crate::stop::{self, targets::ChildTarget};
 
@@ -69,6 +69,11 @@ pub struct NativeSpawnOptions {
     /// the terminal on its stdin, if our group has it (`Command::take_terminal`),
     /// and `reclaimTerminal()` gives it back after the exit.
     pub take_terminal: Option<bool>,
+    /// Package-internal (a Supervisor's `listen`): listening sockets handed
+    /// over at fds 3, 4, … as systemd does (`Command::listen`).
+    pub listen_fds: Option<Vec<i32>>,
+    pub listen_names: Option<Vec<String>>,
+    pub listen_blocking: Option<bool>,
 }
 
 type ExitCallback = ThreadsafeFunction<NativeExitInfo, (), NativeExitInfo, Status, false>;
@@ -356,6 +361,11 @@ fn command(command: String, args: Vec<String>, options: &NativeSpawnOptions) -> 
         ignore_stop_signals: false,
         take_terminal: options.take_terminal.unwrap_or(false),
         cgroup: None,
+        listen: options.listen_fds.as_ref().map(|fds| Listen {
+            fds: fds.clone(),
+            names: options.listen_names.clone().unwrap_or_default(),
+            blocking: options.listen_blocking.unwrap_or(false),
+        }),
     })
 }
 

@@ -10,6 +10,8 @@ pub mod cgroup;
 pub mod child;
 pub mod convert;
 pub mod errors;
+#[cfg(unix)]
+pub mod held_sockets;
 mod js_loop;
 pub mod liveness;
 pub mod lock;

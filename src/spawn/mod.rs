@@ -90,6 +90,26 @@ pub struct Command {
     pub take_terminal: bool,
     /// The cgroup the child is born in (Linux).
     pub cgroup: Option<IntoCgroup>,
+    /// Listening sockets handed over as systemd does (`sd_listen_fds(3)`):
+    /// fds 3, 4, … in order, with `LISTEN_FDS`, `LISTEN_FDNAMES` and
+    /// `LISTEN_PID` (the child's own pid, written by the child before exec)
+    /// in its environment (Linux).
+    pub listen: Option<Listen>,
+}
+
+/// The sockets of [`Command::listen`]. The fds are the caller's, open for
+/// the length of the spawn call; the child gets copies.
+#[derive(Clone, Debug, Default)]
+pub struct Listen {
+    pub fds: Vec<i32>,
+    /// One per fd, without `:`; joined by `:` into `LISTEN_FDNAMES`.
+    pub names: Vec<String>,
+    /// Clear `O_NONBLOCK` on them in the child, as systemd hands them out.
+    /// The flag lives on the open file description, which every holder of
+    /// the socket shares: set it only when no other process is serving on
+    /// these sockets (an overlapping daemon's non-blocking accept loop would
+    /// otherwise block).
+    pub blocking: bool,
 }
 
 /// What the caller was doing when a spawn failed, for the error's wording.

@@ -388,4 +388,103 @@ mod tests {
         assert!(child.notify.is_none());
         crate::sys::waitid_pid(child.pid, libc::WEXITED).unwrap();
     }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn listening_sockets_are_fds_3_on_with_the_childs_own_listen_pid() {
+        use std::os::fd::AsRawFd;
+        let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let b = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        // A non-blocking description (as a Node daemon leaves it): the child
+        // clears the flag when asked to.
+        for l in [&a, &b] {
+            l.set_nonblocking(true).unwrap();
+        }
+        let link = |pid: i32, fd: i32| {
+            std::fs::read_link(format!("/proc/{pid}/fd/{fd}"))
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        };
+        let me = std::process::id() as i32;
+        let cmd = Command {
+            env: crate::spawn::Environment::Set(vec![
+                ("PATH".into(), "/usr/bin:/bin".into()),
+                ("LISTEN_PID".into(), "999".into()),
+                ("LISTEN_FDNAMES".into(), "stale".into()),
+            ]),
+            notify_fd: Some(9),
+            listen: Some(crate::spawn::Listen {
+                fds: vec![a.as_raw_fd(), b.as_raw_fd()],
+                names: vec!["web".into(), "admin".into()],
+                blocking: true,
+            }),
+            ..command("/bin/sh", vec!["-c".into(), "exec sleep 10".into()])
+        };
+        let child = spawn(&cmd, false).unwrap();
+        let pid = child.pid.as_raw();
+        let dir = format!("/proc/{pid}");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while std::fs::read_to_string(format!("{dir}/comm")).unwrap() != "sleep\n"
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let environ = std::fs::read(format!("{dir}/environ")).unwrap();
+        let vars: Vec<String> = environ
+            .split(|b| *b == 0)
+            .filter(|v| v.starts_with(b"LISTEN_"))
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+            .collect();
+        let mut fds: Vec<i32> = std::fs::read_dir(format!("{dir}/fd"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_str().unwrap().parse().unwrap())
+            .collect();
+        fds.sort();
+        let links = [link(pid, 3), link(pid, 4)];
+        let ours = [link(me, a.as_raw_fd()), link(me, b.as_raw_fd())];
+        // SAFETY: F_GETFL reads the flags of a socket we own.
+        let flags = unsafe { libc::fcntl(a.as_raw_fd(), libc::F_GETFL) };
+        crate::sys::kill(child.pid, Signal::KILL).unwrap();
+        crate::sys::waitid_pid(child.pid, libc::WEXITED).unwrap();
+        let mut vars = vars;
+        vars.sort();
+        assert_eq!(
+            vars,
+            [
+                "LISTEN_FDNAMES=web:admin".to_string(),
+                "LISTEN_FDS=2".to_string(),
+                format!("LISTEN_PID={pid}"),
+            ]
+        );
+        assert_eq!(fds, [0, 1, 2, 3, 4, 9]);
+        assert!(links[0].starts_with("socket:"), "{links:?}");
+        assert_eq!(links, ours, "fd 3 and 4 are the sockets, in order");
+        assert_eq!(flags & libc::O_NONBLOCK, 0, "handed over blocking");
+
+        // The notify fd among the sockets' numbers is refused, before any
+        // process exists.
+        let clash = Command {
+            notify_fd: Some(4),
+            ..cmd.clone()
+        };
+        assert!(matches!(spawn(&clash, false), Err(SpawnError::Invalid(_))));
+        // A closed fd is the spawn's error, not the child's.
+        let gone = Command {
+            listen: Some(crate::spawn::Listen {
+                fds: vec![987_654],
+                names: vec!["x".into()],
+                blocking: false,
+            }),
+            notify_fd: None,
+            ..cmd
+        };
+        match spawn(&gone, false) {
+            Err(SpawnError::Os { err, syscall, .. }) => {
+                assert_eq!(err.raw_os_error(), Some(libc::EBADF));
+                assert_eq!(syscall, "dup");
+            }
+            Err(other) => panic!("{other:?}"),
+            Ok(_) => panic!("spawned with a closed fd"),
+        }
+    }
 }

@@ -399,6 +399,9 @@ pub fn spawn(cmd: &Command, _want_pidfd: bool) -> Result<Child, SpawnError> {
     if cmd.stdio.contains(&Stdio::Pipe) {
         return Err(unsupported("stdio 'pipe'"));
     }
+    if cmd.listen.is_some() {
+        return Err(unsupported("listen (held sockets)"));
+    }
     if let Some(c) = &cmd.cgroup {
         match *c {}
     }

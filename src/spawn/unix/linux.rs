@@ -53,6 +53,14 @@ struct ChildArgs {
     death_signal: c_int,
     /// The notify pipe's write end and its fd number in the child; -1: none.
     notify: [c_int; 2],
+    /// Listening sockets to put at 3, 4, … (`listen_count` of them), all
+    /// numbered above every target; `listen_blocking`: clear O_NONBLOCK.
+    listen: *const c_int,
+    listen_count: c_int,
+    listen_blocking: bool,
+    /// Where the digits of `LISTEN_PID=` go (room for any pid and its NUL),
+    /// in an environment entry of the parent's frame; null: no sockets.
+    listen_pid: *mut u8,
     /// Whether to switch credentials at all (libuv's UV_PROCESS_SETUID/SETGID).
     set_uid: bool,
     uid: libc::uid_t,
@@ -204,12 +212,35 @@ extern "C" fn child_main(raw: *mut c_void) -> c_int {
         }
     }
 
-    // Nothing but stdio (and the notify fd) crosses into the new program.
+    // After the notify fd: its source may sit on a socket's number; the
+    // sockets' own sources sit above every target (`copy_listen`).
+    let listen_end = 3 + args.listen_count;
+    for i in 0..args.listen_count {
+        // SAFETY: `listen` holds `listen_count` fds, in the parent's memory,
+        // alive until clone returns.
+        let src = unsafe { *args.listen.add(i as usize) };
+        // SAFETY: both fds are plain integers; dup2 clears CLOEXEC on target.
+        if unsafe { libc::dup2(src, 3 + i) } < 0 {
+            child_fail(args, Stage::Dup2);
+        }
+        if args.listen_blocking {
+            super::common::make_blocking(3 + i);
+        }
+    }
+    if !args.listen_pid.is_null() {
+        // SAFETY: the raw syscall: our own pid (glibc's wrapper would be
+        // right too, but this leaves no doubt about a cache of the parent's).
+        let pid = unsafe { libc::syscall(libc::SYS_getpid) };
+        write_decimal(args.listen_pid, pid as u64);
+    }
+
+    // Nothing but stdio, the sockets and the notify fd crosses into the new
+    // program.
     if notify_target >= 3 {
-        close_from(3, notify_target as u32);
+        close_from(listen_end as u32, notify_target as u32);
         close_from(notify_target as u32 + 1, u32::MAX);
     } else {
-        close_from(3, u32::MAX);
+        close_from(listen_end as u32, u32::MAX);
     }
 
     // The mask is the child's own: without CLONE_FS it has its own fs
@@ -290,6 +321,27 @@ extern "C" fn child_main(raw: *mut c_void) -> c_int {
     // strings owned by the parent and alive until clone returns.
     unsafe { libc::execve(args.path, args.argv, args.envp) };
     child_fail(args, Stage::Execve)
+}
+
+/// Writes `n` in decimal and a NUL at `out`. Child side: no allocation, at
+/// most 21 bytes written.
+fn write_decimal(out: *mut u8, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut len = 0;
+    loop {
+        digits[len] = b'0' + (n % 10) as u8;
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for i in 0..len {
+        // SAFETY: the caller's buffer has room for 20 digits and a NUL.
+        unsafe { *out.add(i) = digits[len - 1 - i] };
+    }
+    // SAFETY: as above; len <= 20.
+    unsafe { *out.add(len) = 0 };
 }
 
 /// `cgroup.procs` of the cgroup directory `dir`, for the pre-exec child to
@@ -420,7 +472,19 @@ pub fn clone_exec(
     stack: &mut [u8],
 ) -> Result<RawChild, SpawnError> {
     let argv = null_terminated(&prep.argv);
-    let envp = null_terminated(&prep.envp);
+    let mut envp = null_terminated(&prep.envp);
+    // `LISTEN_PID=` and room for the child to write its pid after it.
+    let mut listen_pid_entry = [0u8; 32];
+    listen_pid_entry[..11].copy_from_slice(b"LISTEN_PID=");
+    let listen_fds: Vec<c_int> = prep.listen.iter().map(|fd| fd.as_raw_fd()).collect();
+    let listen_pid = if listen_fds.is_empty() {
+        std::ptr::null_mut()
+    } else {
+        let entry = listen_pid_entry.as_mut_ptr();
+        envp.insert(envp.len() - 1, entry.cast_const().cast());
+        // SAFETY: 11 is within the 32-byte entry.
+        unsafe { entry.add(11) }
+    };
     let mut args = ChildArgs {
         path: prep.path.as_ptr(),
         argv: argv.as_ptr(),
@@ -437,6 +501,10 @@ pub fn clone_exec(
             .notify
             .as_ref()
             .map_or([-1, -1], |(fd, target)| [fd.as_raw_fd(), *target]),
+        listen: listen_fds.as_ptr(),
+        listen_count: listen_fds.len() as c_int,
+        listen_blocking: prep.listen_blocking,
+        listen_pid,
         set_uid: prep.uid.is_some(),
         uid: prep.uid.unwrap_or(0),
         set_gid: prep.gid.is_some(),

@@ -230,6 +230,13 @@ pub fn clone_exec(
             Stage::Umask,
         ));
     }
+    // Held sockets need `LISTEN_PID` to name the child, which only the
+    // child can know before its exec: posix_spawn runs none of our code.
+    if !prep.listen.is_empty() {
+        return Err(SpawnError::Unsupported(
+            "listen (held sockets) is not supported on macOS: LISTEN_PID must be set by the child before exec, and posix_spawn runs no code of ours".into(),
+        ));
+    }
     let attr = attributes(prep)?;
     let actions = file_actions(prep)?;
     let argv = null_terminated(&prep.argv);

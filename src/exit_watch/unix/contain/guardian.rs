@@ -237,6 +237,7 @@ fn start(prefix: &str, dirs: impl Iterator<Item = String>) -> io::Result<Guardia
         process_group: false,
         death_signal: None,
         notify_fd: None,
+        listen: None,
         uid: None,
         gid: None,
         umask: None,
