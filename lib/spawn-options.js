@@ -23,6 +23,10 @@ const NOTIFY_FD = Symbol('procward.notifyFd')
 // controlling terminal and our group has it at the spawn; the terminal is
 // given back after the exit (SupervisedProcess).
 const TAKE_TERMINAL = Symbol('procward.takeTerminal')
+// Package-internal spawn option (the Supervisor's held sockets,
+// options.listen): { fds, names, blocking }, handed to the child at fds
+// 3, 4, … with LISTEN_FDS, LISTEN_FDNAMES and its own LISTEN_PID.
+const LISTEN = Symbol('procward.listen')
 
 const STOP_DEFAULTS = Object.freeze({ signal: 'SIGTERM', graceMs: 5000, killTimeoutMs: 2000 })
 
@@ -223,6 +227,9 @@ function nativeSpawnOptions(options) {
       cgroupParent,
       killTimeoutMs: stopNative.killTimeoutMs,
       takeTerminal: o[TAKE_TERMINAL] === true,
+      listenFds: o[LISTEN]?.fds,
+      listenNames: o[LISTEN]?.names,
+      listenBlocking: o[LISTEN]?.blocking,
     },
     // Only read (merged under a stop's own options): the frozen defaults
     // themselves when the spawn gives none.
@@ -233,6 +240,7 @@ function nativeSpawnOptions(options) {
 
 module.exports = {
   IS_NODE,
+  LISTEN,
   NOTIFY_FD,
   SPAWN_KEYS,
   STOP_DEFAULTS,

@@ -39,6 +39,16 @@ const NAMED: &[i32] = &[
     libc::ETIMEDOUT,
     #[cfg(unix)]
     libc::ESTALE,
+    #[cfg(unix)]
+    libc::EADDRINUSE,
+    #[cfg(unix)]
+    libc::EADDRNOTAVAIL,
+    #[cfg(unix)]
+    libc::EAFNOSUPPORT,
+    #[cfg(unix)]
+    libc::ECONNREFUSED,
+    #[cfg(unix)]
+    libc::ENOTSOCK,
 ];
 
 /// The errno a code names (`"EACCES"` → 13), for a coded error that is an
@@ -82,6 +92,17 @@ pub fn errno_name(errno: i32) -> &'static str {
         libc::ETIMEDOUT => "ETIMEDOUT",
         #[cfg(unix)]
         libc::ESTALE => "ESTALE",
+        // A held socket's bind and listen (Windows has no such sockets here).
+        #[cfg(unix)]
+        libc::EADDRINUSE => "EADDRINUSE",
+        #[cfg(unix)]
+        libc::EADDRNOTAVAIL => "EADDRNOTAVAIL",
+        #[cfg(unix)]
+        libc::EAFNOSUPPORT => "EAFNOSUPPORT",
+        #[cfg(unix)]
+        libc::ECONNREFUSED => "ECONNREFUSED",
+        #[cfg(unix)]
+        libc::ENOTSOCK => "ENOTSOCK",
         _ => "EUNKNOWN",
     }
 }

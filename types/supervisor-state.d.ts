@@ -54,6 +54,8 @@ export interface SupervisorStateRecord {
      * refuses to act on it.
      */
     pidNamespace?: number | null
+    /** What SIGHUP does to the supervisor (`handleSignals.hup`): 'reload' lets `procward reload` signal it; null: not handled (absent in older records). */
+    hup?: 'stop' | 'forward' | 'reload' | null
   }
   child: {
     pid: number
@@ -76,8 +78,26 @@ export interface SupervisorStateRecord {
     /** Its last health check (`options.health`); null before the first (absent in a record written before health checks existed). */
     health?: SupervisorHealthCheck | null
   } | null
+  /**
+   * A reload's successor while it starts beside `child` (`options.listen`,
+   * `reload()`); null otherwise (absent in a record written before reloads
+   * existed).
+   */
+  next?: {
+    pid: number
+    identity: string
+    pgid: number | null
+    session: number
+    command: string
+    args: string[]
+    startedAt: string | null
+    cgroup: { path: string; id: number } | null
+    running: boolean
+  } | null
   state: SupervisorState
   restarts: number
+  /** The last `reload()`'s outcome (`error`: why it failed); null before one (absent in older records). */
+  lastReload?: { at: string; ok: boolean; from: number | null; to: number | null; error: string | null } | null
   /** The last exit, and when it was seen. */
   lastExit: (SupervisorExitInfo & { at: string }) | null
   /** The stop policy (`spawn.stop`), so `procward stop` uses the supervisor's own grace. */

@@ -34,6 +34,12 @@ export declare class Supervisor extends TypedEventEmitter<SupervisorEvents> impl
   readonly state: SupervisorState
   /** The running child; null while none runs, and for an adopted orphan. */
   readonly child: SupervisedProcess | null
+  /**
+   * The held sockets (`options.listen`) as bound, in order: each one's
+   * name and address (the real port of a `port: 0`). Empty before
+   * `start()` has bound them and after the supervisor stopped or failed.
+   */
+  readonly listening: ReadonlyArray<SupervisorListening>
   status(): SupervisorStatus
   /**
    * From idle, stopped or failed: starts (from failed, the crash window and
@@ -61,6 +67,25 @@ export declare class Supervisor extends TypedEventEmitter<SupervisorEvents> impl
    * before it resolves wins: it rejects with an `AbortError`.
    */
   restart(options?: {
+    args?: readonly string[] | undefined
+    env?: Record<string, string | undefined> | undefined
+  }): Promise<void>
+  /**
+   * A replacement no client sees (`options.listen`): the successor, with
+   * new `args` / `env` if given (as `restart()` takes them), starts on the
+   * held sockets while the running daemon still serves; once the successor
+   * is ready, the old one is stopped with the stop defaults (SIGTERM, its
+   * grace: it stops accepting and finishes its requests), and the promise
+   * resolves. A successor that fails its ready check or exits first is
+   * stopped, the old one serves on, and it rejects (`ERR_READY_TIMEOUT`,
+   * `ERR_READY_FAILED` or `ERR_RELOAD_FAILED`); `stop()` or `restart()`
+   * during the overlap stop the successor too (`ERR_RELOAD_ABANDONED`). If
+   * the old daemon exits first, the successor takes its place and the
+   * promise settles at its ready. Concurrent calls share one. Where no
+   * daemon runs (starting, backoff, stopped), it is `restart()`.
+   * @throws `code: 'ERR_RELOAD_WITHOUT_LISTEN'` (a rejection) without `options.listen`.
+   */
+  reload(options?: {
     args?: readonly string[] | undefined
     env?: Record<string, string | undefined> | undefined
   }): Promise<void>
@@ -108,6 +133,12 @@ export interface SupervisorEvents {
   running: [info: SupervisorRunning]
   /** The supervisor gave up (`state` is now 'failed'). */
   failed: [error: Error]
+  /**
+   * A `reload()` ended: `ok` when the successor `to` is the running daemon
+   * (and `from` is being stopped), else `error` says why, and `from` serves
+   * on.
+   */
+  reload: [info: SupervisorReload]
   /** A predecessor's child was found at start and stopped or adopted. */
   takeover: [info: SupervisorTakeover]
   /** The supervisor ended `stopped`: the daemon's StopResult, or null when none ran. */
@@ -190,6 +221,18 @@ export interface SupervisorOptions {
    */
   health?: SupervisorHealth | undefined
   /**
+   * Listening sockets held for the daemon (Linux): bound at `start()` (a
+   * failure rejects it with the address and the errno's `code`, e.g.
+   * `EADDRINUSE`, nothing spawned), held across every restart, crash and
+   * backoff (a connection waits in the backlog meanwhile instead of being
+   * refused), closed when the supervisor stops or fails, and handed to each
+   * daemon as fds 3, 4, … (see `SupervisorListen`). Enables `reload()`.
+   * @throws {TypeError} an empty list, a relative path, a name with `:`, a
+   *   host that is not an IP address, `takeover: 'adopt'`, or a `ready` /
+   *   health `{ port }` on a held port (`code: 'ERR_INVALID_ARG_VALUE'`).
+   */
+  listen?: ReadonlyArray<SupervisorListen> | undefined
+  /**
    * Where the supervisor records its state (`SupervisorStateRecord` as JSON,
    * mode 0600, replaced atomically). It holds a lock on `<stateFile>.lock`
    * while running: a second supervisor's `start()` rejects with ELOCKED.
@@ -214,10 +257,12 @@ export interface SupervisorOptions {
    * second signal while stopping SIGKILLs the daemons at once.
    * `hup: 'stop'` stops them on SIGHUP even when the application listens;
    * `hup: 'forward'` passes SIGHUP on to the daemons (a reload), and the
-   * process runs on. Not the faults (SIGSEGV…), SIGUSR1, SIGPROF, SIGPIPE
+   * process runs on; `hup: 'reload'` calls `reload()` (needs `listen`:
+   * `ExecReload=kill -HUP $MAINPID` replaces the daemon without a gap).
+   * Not the faults (SIGSEGV…), SIGUSR1, SIGPROF, SIGPIPE
    * or SIGXFSZ.
    */
-  handleSignals?: boolean | { hup?: 'stop' | 'forward' | undefined } | undefined
+  handleSignals?: boolean | { hup?: 'stop' | 'forward' | 'reload' | undefined } | undefined
   /**
    * Speak sd_notify(3) to the service manager that started this process
    * (systemd `Type=notify`: NOTIFY_SOCKET set), as `procward run` does:
@@ -248,7 +293,15 @@ export interface SupervisorOptions {
 }
 
 export type SupervisorReady =
+  /** A port check: not on a port of `options.listen` (a held port always accepts). */
   | { port: number; host?: string | undefined }
+  /**
+   * Ready at the first answer to a GET of `http` (an http: or https: URL)
+   * with `status` (any 2xx without). On a held socket the request waits in
+   * the backlog until the daemon accepts it; otherwise a refused connect
+   * is tried again.
+   */
+  | { http: string; status?: number | undefined }
   | { stdout: string | RegExp }
   | { stderr: string | RegExp }
   | { notifyFd: number }
@@ -266,6 +319,53 @@ export type SupervisorReady =
    */
   | { notify: true }
   | ((child: SupervisedProcess, signal: AbortSignal) => Promise<void>)
+
+/**
+ * `options.listen`: a listening socket the supervisor binds at `start()`,
+ * holds across every restart and closes at `stop()`, handed to each daemon
+ * as systemd hands a socket unit's (`sd_listen_fds(3)`): fds 3, 4, … in
+ * order, `LISTEN_FDS`, `LISTEN_FDNAMES` (the names joined by `:`) and
+ * `LISTEN_PID` (the daemon's own pid). Linux only.
+ */
+export type SupervisorListen =
+  | {
+      /** 1..65535, or 0: any free port (see `listening`). */
+      port: number
+      /** An IP address; default '127.0.0.1' ('0.0.0.0' or '::' for every interface). */
+      host?: string | undefined
+      /** Its name in LISTEN_FDNAMES (no `:`); default `tcp-PORT`. */
+      name?: string | undefined
+      /** The listen queue; default 511 (capped by the kernel's somaxconn). */
+      backlog?: number | undefined
+    }
+  | {
+      /** A unix stream socket at this absolute path (a stale socket file is replaced; the file is removed at stop). */
+      path: string
+      /** Its name in LISTEN_FDNAMES (no `:`); default the path's basename. */
+      name?: string | undefined
+      /** The file's mode (e.g. 0o660), set before anyone can connect; default from the umask. */
+      mode?: number | undefined
+      backlog?: number | undefined
+    }
+
+/** A held socket as bound (`supervisor.listening`). */
+export interface SupervisorListening {
+  name: string
+  host?: string
+  port?: number
+  path?: string
+}
+
+/** The `'reload'` event. */
+export interface SupervisorReload {
+  /** The daemon it replaces. */
+  from: number | null
+  /** The successor; null when it could not be spawned. */
+  to: number | null
+  ok: boolean
+  /** Why the reload failed; null when `ok`. */
+  error: Error | null
+}
 
 export interface SupervisorExit extends SupervisorExitInfo {
   /** Caused by our own stop() or restart(). */
@@ -356,6 +456,8 @@ export interface SupervisorStatus {
   readyAt: string | null
   /** The running daemon's last health check; null before the first, without `options.health`, or while none runs. */
   health: SupervisorHealthCheck | null
+  /** A reload's successor while it starts beside the running daemon; null otherwise. */
+  next: { pid: number; identity: string } | null
 }
 
 // Only what is marked `export` is public (the helper types stay private).

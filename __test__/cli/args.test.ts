@@ -48,7 +48,7 @@ describe('options and their values', () => {
     expectUsageError(
       await cli(['run', '--hup', 'ignore', '--', 'true']),
       'run',
-      /^procward run: --hup must be one of 'stop', 'forward', got string "ignore"$/,
+      /^procward run: --hup must be one of 'stop', 'forward', 'reload', got string "ignore"$/,
     )
     expectUsageError(
       await cli(['run', '--restart', 'sometimes', '--', 'true']),

@@ -7,6 +7,7 @@
 
 const { dispatch, emit, nextReady, writeState } = require('./machine')
 const signals = require('./signals')
+const sockets = require('./sockets')
 const { acquireRecordLock, removeStaleTemps } = require('./state-file')
 const {
   adoptionRecord,
@@ -22,7 +23,7 @@ function begin(m) {
   const ready = nextReady(m)
   m.manager?.starting()
   if (m.o.handleSignals !== null) signals.enroll(m.face, m.o.handleSignals.hup)
-  if (m.o.stateFile === null) dispatch(m, 'booted')
+  if (m.o.stateFile === null) booted(m)
   else {
     const boot = { ac: new AbortController(), done: null, target: null }
     m.boot = boot
@@ -54,13 +55,32 @@ async function booting(m, boot) {
     // Our mark is on disk before any child carries it: a child we spawn
     // and do not live to record is found by it.
     await writeState(m)
-    dispatch(m, 'booted')
+    booted(m)
   } catch (err) {
     // Heard only while still booting: a stop has taken over.
     dispatch(m, 'boot-failed', err)
   } finally {
     if (m.boot === boot) m.boot = null
   }
+}
+
+/**
+ * The boot is done: the held sockets bound (after the takeover, which
+ * stopped a predecessor's daemon serving on its own copy of them), then
+ * the first spawn. A socket that cannot be bound fails the start, nothing
+ * spawned.
+ */
+function booted(m) {
+  if (m.sockets === null) {
+    try {
+      if (m.o.adopted !== null) m.sockets = m.o.adopted
+      else if (m.o.listen !== null) m.sockets = sockets.bind(m.o.listen)
+    } catch (err) {
+      dispatch(m, 'boot-failed', err)
+      return
+    }
+  }
+  dispatch(m, 'booted')
 }
 
 async function takeover(m, boot) {

@@ -90,6 +90,12 @@ const RESTART = Object.freeze({ kind: 'restart' })
  * attempt's (judge follows it once 'exit' is out); the machine moves now.
  */
 function decide(m, run, info, spawnError) {
+  // The child a reload is replacing: its successor takes over (reload.js),
+  // whatever the policy would say.
+  if (m.reloading !== null && m.reloading.from === run && !m.reloading.failed) {
+    dispatch(m, 'promote', run)
+    return
+  }
   m.run = null
   if (m.restartJudged) {
     m.restartJudged = false
@@ -167,6 +173,10 @@ function end(m) {
 /** Stopped or failed: the last record written, then the lock released. */
 function afterEnd(m) {
   signals.leave(m.face)
+  // No daemon will serve on them: a client is refused now, not queued.
+  // A socket unit's (adopted) stay ours for a later start().
+  if (m.sockets !== null && m.sockets !== m.o.adopted) m.sockets.close()
+  m.sockets = null
   const written = m.records?.flushed() ?? Promise.resolve()
   m.ending = written.then(() => {
     if ((m.sub === 'stopped' || m.sub === 'failed') && m.lock !== null) {

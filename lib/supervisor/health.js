@@ -14,49 +14,13 @@
 // the event loop's turn: a check is sockets and timers.
 
 const fs = require('node:fs')
-const http = require('node:http')
-const https = require('node:https')
 const { devNull } = require('node:os')
 const { dispatchFor, emit, writeState } = require('./machine')
-const { tryConnect } = require('./readiness')
+const { httpCheck, tryConnect } = require('./readiness')
 const { nowIso } = require('./state-file')
 const { messageOf, supervisorError } = require('./words')
 
 const noop = () => {}
-
-/**
- * `url` as errors show it: without its user, password, query and fragment
- * (the error goes to the record, `procward status`, logs and STATUS=).
- */
-function shown(url) {
-  try {
-    const u = new URL(url)
-    return `${u.protocol}//${u.host}${u.pathname}`
-  } catch {
-    return '(the health URL)'
-  }
-}
-
-/** GET `url`: resolves at an answer with `status` (any 2xx when null), rejects otherwise. */
-function httpCheck(url, status, signal) {
-  return new Promise((resolve, reject) => {
-    const get = url.startsWith('https:') ? https.get : http.get
-    // agent: false: a connection of its own, closed after; a pooled one
-    // kept alive to a hung daemon would hide nothing, but would outlive it.
-    const req = get(url, { agent: false, signal, headers: { 'user-agent': 'procward-health' } }, (res) => {
-      const code = res.statusCode
-      // The status line is the answer: the body is not read.
-      res.destroy()
-      req.destroy()
-      const ok = status === null ? code >= 200 && code < 300 : code === status
-      if (ok) resolve()
-      else reject(new Error(`GET ${shown(url)} answered ${code}${status === null ? '' : `, not ${status}`}`))
-    })
-    req.once('error', (err) =>
-      reject(err.name === 'AbortError' ? err : new Error(`GET ${shown(url)}: ${err.message}`, { cause: err })),
-    )
-  })
-}
 
 /**
  * Errors of this process's own making: out of file descriptors, memory or

@@ -19,13 +19,16 @@ const { nowIso } = require('./state-file')
 
 const noop = () => {}
 
-function spawn(m) {
-  const run = new OwnRun()
-  m.run = run
-  let child
+/**
+ * Spawns the child of attempt `run` (throws where the spawn fails). With
+ * held sockets, they are handed over; `alone`: no other child of ours is
+ * serving on them (not a reload's overlap), so they are handed blocking.
+ */
+function spawnChild(m, run, alone) {
+  run.notify = notifyIn.listen(m.o.ready) // the child's own NOTIFY_SOCKET, or null
   try {
-    run.notify = notifyIn.listen(m.o.ready) // the child's own NOTIFY_SOCKET, or null
-    child = spawnSupervised(m.o.command, m.args, spawnOptions(m.o, m.env, m.mark, run.notify))
+    const held = m.sockets?.spawnOption(alone) ?? null
+    const child = spawnSupervised(m.o.command, m.args, spawnOptions(m.o, m.env, m.mark, run.notify, held))
     // Its identity now, while the pid is surely its own: the record (and a
     // successor's takeover) cannot do without it. Unreadable (/proc out
     // of reach: EMFILE), the spawn failed for a reason of ours, and the
@@ -36,8 +39,20 @@ function spawn(m) {
       killSpawned(child)
       throw err
     }
+    return child
   } catch (err) {
     run.notify?.close()
+    throw err
+  }
+}
+
+function spawn(m) {
+  const run = new OwnRun()
+  m.run = run
+  let child
+  try {
+    child = spawnChild(m, run, true)
+  } catch (err) {
     // Heard on the next turn: so that a start() caller has its listeners
     // on, and a zero backoff never recurses.
     setImmediate(() => dispatchFor(m, run, 'spawn-failed', err))
@@ -207,4 +222,4 @@ const actions = {
   settled,
 }
 
-module.exports = { actions, spawn }
+module.exports = { actions, becameReady, childStatus, pipeLines, spawn, spawnChild }

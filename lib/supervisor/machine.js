@@ -69,6 +69,15 @@ function createMachine(face, o, actions) {
     ending: Promise.resolve(),
     /** A restart() came while an end was judged (the exited substate): it wins over the policy. */
     restartJudged: false,
+    /** The listening sockets held for the children (sockets.js), from the boot to the end; null without options.listen. */
+    sockets: null,
+    /**
+     * The reload under way (reload.js): { from: the serving attempt, next:
+     * its successor, promise, resolve, reject, failed, abandoned }, or null.
+     */
+    reloading: null,
+    /** The last reload's outcome, as the record shows it: { at, ok, from, to, error }, or null. */
+    lastReload: null,
   }
   if (o.stateFile !== null) {
     m.records = new RecordWriter(o.stateFile, () => recordOf(m))

@@ -208,6 +208,12 @@ class Speaker {
     this.#hear('healthy', (h) => send(statusText(`${name} running, pid ${h.pid} (healthy again)`)))
     this.#hear('restart', (r) => send(statusText(`${name} restarting in ${r.delayMs} ms (attempt ${r.attempt})`)))
     this.#hear('takeover', (t) => send(statusText(`${name} took over pid ${t.pid} (${t.action})`)))
+    // The end of a reload (Type=notify-reload waits for READY=1 after
+    // RELOADING=1): a successor's 'running' says it once it serves; a
+    // failed one leaves the old daemon serving, ready as it was.
+    this.#hear('reload', (r) => {
+      if (!r.ok) send('READY=1', statusText(`${name} reload failed, pid ${r.from} serves on: ${r.error?.message}`))
+    })
     this.#hear('failed', (err) => this.#end(`${name} failed: ${err.message}`))
     this.#hear('stopped', () => this.#end(`${name} stopped`))
   }
@@ -233,6 +239,18 @@ class Speaker {
     if (this.#watchdog !== null || this.#manager === null || this.#manager.watchdogMs === null) return
     this.#watchdog = setInterval(() => this.#send('WATCHDOG=1'), this.#manager.watchdogMs)
     this.#watchdog.unref()
+  }
+
+  /**
+   * A reload begins: RELOADING=1 with the monotonic time, as
+   * `Type=notify-reload` asks (the READY=1 that ends it comes with the
+   * successor's 'running', or the failed 'reload').
+   */
+  reloading() {
+    if (!this.#begun || this.#stopping) return
+    this.#clearSettle()
+    const usec = process.hrtime.bigint() / 1000n
+    this.#send('RELOADING=1', `MONOTONIC_USEC=${usec}`, statusText(`${this.#sup.name} reloading`))
   }
 
   /** A stop of the run begins (nothing before starting(), nothing twice). */

@@ -8,7 +8,9 @@ const { isMainThread } = require('node:worker_threads')
 const { brand, rangeError, typeError } = require('../errors')
 const validate = require('../validate')
 const { checkSpawnOptions, nativeStopOptions, NOTIFY_FD, notifyFd, SPAWN_KEYS, STOP_KEYS } = require('../supervised')
+const { LISTEN } = require('../spawn-options')
 const { supported: notifySupported } = require('./notify-in')
+const sockets = require('./sockets')
 const { MARK_VAR } = require('./state-file')
 
 const DEFAULTS = Object.freeze({
@@ -35,6 +37,7 @@ const OPTION_KEYS = [
   'handleSignals',
   'notify',
   'meta',
+  'listen',
 ]
 // What spawnSupervised takes, but `signal`: a supervisor is stopped with
 // stop(), not by aborting one child.
@@ -106,8 +109,12 @@ function checkReady(value) {
     validate.knownKeys(value, ['notifyFd'], 'options.ready')
     return { kind: 'notify', fd: notifyFd(value.notifyFd, 'options.ready.notifyFd') }
   }
+  if (keys.includes('http')) {
+    validate.knownKeys(value, ['http', 'status'], 'options.ready')
+    return checkHttp(value, 'options.ready')
+  }
   throw typeError(
-    'options.ready must be { port, host? }, { stdout }, { stderr }, { notifyFd }, { notify: true } or a function',
+    'options.ready must be { port, host? }, { http, status? }, { stdout }, { stderr }, { notifyFd }, { notify: true } or a function',
     'ERR_INVALID_ARG_VALUE',
   )
 }
@@ -123,6 +130,30 @@ const COUNT_MAX = 2 ** 31 - 1
 /** A whole number of things in min..=COUNT_MAX, or `fallback`. */
 function count(value, name, min, fallback) {
   return value === undefined ? fallback : validate.integer(value, name, min, COUNT_MAX)
+}
+
+/** `{ http, status? }` (keys already checked) → { kind: 'http', url, status }: an http: or https: URL, a status in 100..599 or null (any 2xx). */
+function checkHttp(value, name) {
+  const text = validate.nonEmptyString(value.http, `${name}.http`)
+  let url = null
+  try {
+    url = new URL(text)
+  } catch {
+    // worded below
+  }
+  // A URL that does not parse (a port past 65535, a bad host) is said to
+  // be no URL, not to have the wrong scheme.
+  const looksHttp = /^https?:/i.test(text)
+  if (url === null || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+    throw typeError(
+      url === null && looksHttp
+        ? `${name}.http is not a valid URL (its host or port?), got ${validate.describe(text)}`
+        : `${name}.http must be an http: or https: URL, got ${validate.describe(text)}`,
+      'ERR_INVALID_ARG_VALUE',
+    )
+  }
+  const status = value.status === undefined ? null : validate.integer(value.status, `${name}.status`, 100, 599)
+  return { kind: 'http', url: url.href, status }
 }
 
 /** options.health.check → { kind: 'port', port, host } | { kind: 'http', url, status } | { kind: 'function', fn }. */
@@ -146,26 +177,7 @@ function checkHealthCheck(value) {
   }
   if (has('http')) {
     validate.knownKeys(value, ['http', 'status'], name)
-    const text = validate.nonEmptyString(value.http, `${name}.http`)
-    let url = null
-    try {
-      url = new URL(text)
-    } catch {
-      // worded below
-    }
-    // A URL that does not parse (a port past 65535, a bad host) is said to
-    // be no URL, not to have the wrong scheme.
-    const looksHttp = /^https?:/i.test(text)
-    if (url === null || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
-      throw typeError(
-        url === null && looksHttp
-          ? `${name}.http is not a valid URL (its host or port?), got ${validate.describe(text)}`
-          : `${name}.http must be an http: or https: URL, got ${validate.describe(text)}`,
-        'ERR_INVALID_ARG_VALUE',
-      )
-    }
-    const status = value.status === undefined ? null : validate.integer(value.status, `${name}.status`, 100, 599)
-    return { kind: 'http', url: url.href, status }
+    return checkHttp(value, name)
   }
   throw typeError(`${shapes}, got an object with neither`, 'ERR_INVALID_ARG_VALUE')
 }
@@ -245,7 +257,7 @@ function checkHandleSignals(value) {
   if (value === true) handle = { hup: null }
   else {
     validate.knownKeys(validate.object(value, 'options.handleSignals'), ['hup'], 'options.handleSignals')
-    handle = { hup: validate.oneOf(value.hup, ['stop', 'forward'], 'options.handleSignals.hup', null) }
+    handle = { hup: validate.oneOf(value.hup, ['stop', 'forward', 'reload'], 'options.handleSignals.hup', null) }
   }
   if (!isMainThread) {
     throw typeError('options.handleSignals works on the main thread only: signals go to the process')
@@ -282,6 +294,15 @@ function checkOptions(options) {
     handleSignals: checkHandleSignals(options.handleSignals),
     notify: validate.optionalBoolean(options.notify, 'options.notify') ?? false,
     meta: checkMetaOption(options.meta),
+    listen: sockets.checkListen(options.listen),
+    adopted: options[sockets.ADOPTED] instanceof sockets.HeldSockets ? options[sockets.ADOPTED] : null,
+  }
+  checkHeld(opts)
+  if (opts.handleSignals?.hup === 'reload' && opts.listen === null && opts.adopted === null) {
+    throw typeError(
+      "options.handleSignals.hup 'reload' needs options.listen: a reload overlaps two daemons on held sockets",
+      'ERR_INVALID_ARG_VALUE',
+    )
   }
   // The spawn options themselves, checked now rather than at the first
   // spawn (the native options builder checks everything, starts nothing).
@@ -289,13 +310,42 @@ function checkOptions(options) {
   return opts
 }
 
+/** What held sockets rule out: a port check on a held address, an adopted daemon, a readiness fd among theirs. */
+function checkHeld(opts) {
+  if (opts.listen === null) return
+  const why =
+    'a connect to a held port always succeeds (the kernel queues it until a daemon accepts), so it tells nothing: use { http }, { notify: true }, a line or a function'
+  for (const [check, name] of [
+    [opts.ready, 'options.ready'],
+    [opts.health, 'options.health.check'],
+  ]) {
+    if (check?.kind === 'port' && sockets.holds(opts.listen, check.port, check.host)) {
+      throw typeError(`${name} { port: ${check.port} } is a port of options.listen: ${why}`, 'ERR_INVALID_ARG_VALUE')
+    }
+  }
+  if (opts.takeover === 'adopt') {
+    throw typeError(
+      "options.listen cannot be combined with takeover: 'adopt': an adopted daemon serves on its own copy of the sockets, which a successor can neither take over nor bind again while it runs",
+      'ERR_INVALID_ARG_VALUE',
+    )
+  }
+  if (opts.ready?.kind === 'notify' && opts.ready.fd < 3 + opts.listen.length) {
+    throw typeError(
+      `options.ready.notifyFd ${opts.ready.fd} is one of the held sockets' fds (3..${2 + opts.listen.length}): choose ${3 + opts.listen.length} or above`,
+      'ERR_INVALID_ARG_VALUE',
+    )
+  }
+}
+
 /**
  * The spawnSupervised options of one attempt (forcing what a ready check
  * needs); with a `mark`, the child's environment carries it (see MARK_VAR),
- * and with `notifyIn` (notify-in.js) its NOTIFY_SOCKET.
+ * with `notifyIn` (notify-in.js) its NOTIFY_SOCKET, and with `held` (the
+ * held sockets' spawn option, sockets.js) the sockets.
  */
-function spawnOptions(opts, env, mark = null, notifyIn = null) {
+function spawnOptions(opts, env, mark = null, notifyIn = null, held = null) {
   const o = { ...opts.spawn }
+  if (held !== null) o[LISTEN] = held
   if (env !== undefined) o.env = env
   if (mark !== null) o.env = { ...(o.env ?? process.env), [MARK_VAR]: mark }
   if (notifyIn !== null) o.env = notifyIn.env(o.env ?? process.env)

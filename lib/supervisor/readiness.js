@@ -3,6 +3,8 @@
 // Each is a promise that resolves once ready and rejects when its signal
 // aborts (the attempt ended, or the ready timeout hit: the machine decides).
 
+const http = require('node:http')
+const https = require('node:https')
 const net = require('node:net')
 const { NOTIFY_STREAM } = require('../supervised')
 const { abortError } = require('../validate')
@@ -85,6 +87,62 @@ async function portReady(child, port, host, signal) {
   }
 }
 
+/**
+ * `url` as errors show it: without its user, password, query and fragment
+ * (the error goes to the record, `procward status`, logs and STATUS=).
+ */
+function shown(url) {
+  try {
+    const u = new URL(url)
+    return `${u.protocol}//${u.host}${u.pathname}`
+  } catch {
+    return '(the health URL)'
+  }
+}
+
+/** GET `url`: resolves at an answer with `status` (any 2xx when null), rejects otherwise. */
+function httpCheck(url, status, signal) {
+  return new Promise((resolve, reject) => {
+    const get = url.startsWith('https:') ? https.get : http.get
+    // agent: false: a connection of its own, closed after; a pooled one
+    // kept alive to a hung daemon would hide nothing, but would outlive it.
+    const req = get(url, { agent: false, signal, headers: { 'user-agent': 'procward-health' } }, (res) => {
+      const code = res.statusCode
+      // The status line is the answer: the body is not read.
+      res.destroy()
+      req.destroy()
+      const ok = status === null ? code >= 200 && code < 300 : code === status
+      if (ok) resolve()
+      else reject(new Error(`GET ${shown(url)} answered ${code}${status === null ? '' : `, not ${status}`}`))
+    })
+    req.once('error', (err) =>
+      reject(err.name === 'AbortError' ? err : new Error(`GET ${shown(url)}: ${err.message}`, { cause: err })),
+    )
+  })
+}
+
+/**
+ * Ready at the first answer to a GET of `url` with `status` (any 2xx when
+ * null). On a held socket the request waits in the backlog until the
+ * daemon accepts it; on a port the daemon binds itself, a refused connect
+ * (or an answer with another status) is tried again, at 1 ms doubling to
+ * 100 ms.
+ */
+async function httpReady(url, status, signal) {
+  let delay = 1
+  for (;;) {
+    try {
+      await httpCheck(url, status, signal)
+      return
+    } catch (err) {
+      if (signal.aborted) throw abortError(signal)
+      if (err?.name === 'AbortError') throw err
+    }
+    await sleepFor(delay, signal)
+    delay = Math.min(delay * 2, 100)
+  }
+}
+
 /** s6 style: ready at the first newline the child writes to the notify pipe. */
 function notifyReady(stream, signal) {
   return new Promise((resolve, reject) => {
@@ -127,6 +185,8 @@ function readyCheck(ready, run, signal) {
   switch (ready.kind) {
     case 'port':
       return portReady(run.child, ready.port, ready.host, signal)
+    case 'http':
+      return httpReady(ready.url, ready.status, signal)
     case 'line':
       return lineReady(run, ready.match, signal)
     case 'notify':
@@ -163,4 +223,4 @@ function whenReady(ready, run, timeoutMs, name) {
   )
 }
 
-module.exports = { whenReady, tryConnect }
+module.exports = { httpCheck, whenReady, tryConnect }

@@ -77,10 +77,13 @@ function onProcessSignal(sig) {
         ? all.map(([s]) => s)
         : []
   const forwarders = sig === 'SIGHUP' ? all.filter(([, hup]) => hup === 'forward').map(([s]) => s) : []
+  const reloaders = sig === 'SIGHUP' ? all.filter(([, hup]) => hup === 'reload').map(([s]) => s) : []
   // Will the process die of it once the supervisors are stopped? Not when
-  // the application listens, nor when SIGHUP is only passed on.
-  const dies = !othersListen(sig) && (stoppers.length > 0 || forwarders.length === 0)
+  // the application listens, nor when SIGHUP is only passed on (or reloads).
+  const dies = !othersListen(sig) && (stoppers.length > 0 || forwarders.length + reloaders.length === 0)
   if (!dies) for (const s of forwarders) s.kill('SIGHUP')
+  // Its outcome is the 'reload' event's to say.
+  if (!dies) for (const s of reloaders) s.reload().catch(noop)
   if (!dies && stoppers.length === 0) return
   if (stoppingAll !== null) {
     // A second signal while stopping: SIGKILL at once.
@@ -213,7 +216,7 @@ function stopSignalsConcern(supervisor) {
 /**
  * `supervisor` (anything with stop() and kill()) is stopped by the process
  * signals from now on; `hup`: null (SIGHUP stops it only when it would end
- * the process), 'stop' or 'forward'.
+ * the process), 'stop', 'forward' or 'reload'.
  */
 function enroll(supervisor, hup) {
   enrolled.set(supervisor, hup)

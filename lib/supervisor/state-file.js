@@ -254,6 +254,8 @@ function recordOf(m) {
       mark: m.mark,
       session: ownSessionOf(m),
       pidNamespace: ownPidNamespaceOf(m),
+      // What SIGHUP does to it: 'reload' lets `procward reload` signal it.
+      hup: m.o.handleSignals?.hup ?? null,
     },
     child: run
       ? {
@@ -265,8 +267,11 @@ function recordOf(m) {
           running: true,
         }
       : null,
+    // A reload's successor, while it starts beside the child it replaces.
+    next: m.reloading?.next.live ? { ...m.reloading.next.record, running: true } : null,
     state: PUBLIC[m.sub],
     restarts: m.restarts,
+    lastReload: m.lastReload,
     lastExit: m.lastExit === null ? null : { ...m.lastExit, at: m.lastExitAt },
     stop: stopPolicy(m.o.stopDefaults),
     meta: run ? run.meta : null,

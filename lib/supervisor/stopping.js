@@ -8,6 +8,7 @@ const { abortError } = require('../validate')
 const { afterEnd } = require('./exit')
 const { spawn } = require('./life')
 const { clearTimer, dispatch, dispatchFor, emit, nextReady } = require('./machine')
+const { abandon } = require('./reload')
 
 const noop = () => {}
 
@@ -27,7 +28,9 @@ function stop(m, opts) {
   // promise settles only when nothing of this run is left.
   const waiting = m.waiters
   m.waiters = []
-  m.stopping = stopFlow(m, opts, waiting)
+  // A reload's successor goes too, with the same options.
+  const abandoned = abandon(m, 'stop()', opts)
+  m.stopping = stopFlow(m, opts, waiting, abandoned)
   // A takeover under way stops its orphan with the stop defaults; a stop
   // that asks for more (SIGKILL, a shorter grace) passes it on.
   if (m.boot?.target) passOn(m, opts)
@@ -35,7 +38,7 @@ function stop(m, opts) {
 }
 
 /** The stop; `waiting`: the start()/restart() callers it rejects with AbortError once done. */
-async function stopFlow(m, opts, waiting) {
+async function stopFlow(m, opts, waiting, abandoned) {
   // Nothing before this await: with no child and no boot to wait for, the
   // whole flow would otherwise run inside stop(), clear m.stopping before
   // stop() set it, and leave every later stop() returning this one.
@@ -52,6 +55,7 @@ async function stopFlow(m, opts, waiting) {
   } catch (err) {
     error = err
   }
+  await abandoned
   m.run = null
   dispatch(m, 'stopped')
   m.stopping = null
@@ -112,11 +116,14 @@ function retire(m, o) {
   const run = m.run
   run.expected = true
   run.ac.abort()
-  run
+  // A reload's successor is stopped beside it: the new child starts once
+  // neither runs.
+  const abandoned = abandon(m, 'restart()', m.o.stopDefaults)
+  const retired = run
     .retire(m.o.stopDefaults)
     .catch(noop)
     .then(() => (run.exited ? run.heard : undefined))
-    .then(() => dispatchFor(m, run, 'retired'))
+  Promise.all([retired, abandoned]).then(() => dispatchFor(m, run, 'retired'))
   return ready
 }
 

@@ -12,7 +12,8 @@
 // ./boot.js (the lock and the takeover), ./life.js (an attempt's spawn,
 // ready check and running), ./health.js (checks after ready), ./exit.js
 // (an end, judged by ./policy.js, a pure function, and what follows), and
-// ./stopping.js (stop() and restart()); the record is state-file.js's
+// ./stopping.js (stop() and restart()), ./reload.js (reload()'s overlap
+// on the held sockets of ./sockets.js); the record is state-file.js's
 // recordOf. Beside them: options, one attempt (./attempt.js), readiness,
 // the state file, takeover, process signals, notify, backoff, and what
 // /proc says.
@@ -26,10 +27,12 @@ const life = require('./life')
 const { actionTable, createMachine, dispatch, liveRun, recordOnRun } = require('./machine')
 const notifyOut = require('./notify-out')
 const { checkMeta, checkOptions, restartOptions, stopOptions } = require('./options')
+const reload = require('./reload')
 const stopping = require('./stopping')
+const { supervisorError } = require('./words')
 const { PUBLIC } = require('./transitions')
 
-const ACTIONS = actionTable(boot.actions, life.actions, health.actions, exit.actions, stopping.actions)
+const ACTIONS = actionTable(boot.actions, life.actions, health.actions, exit.actions, stopping.actions, reload.actions)
 /** The public states in which a restart under way may be joined. */
 const LIVE = new Set(['starting', 'running', 'backoff'])
 const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')
@@ -70,9 +73,15 @@ class Supervisor extends EventEmitter {
     return c !== null && c.exitInfo === null ? c : null
   }
 
+  /** The held sockets (options.listen) as bound: name and address (the real port of a port 0); empty while none are held. */
+  get listening() {
+    return this.#m.sockets?.listening ?? Object.freeze([])
+  }
+
   status() {
     const m = this.#m
     const run = liveRun(m)
+    const next = m.reloading?.next.live ? m.reloading.next : null
     return {
       name: m.o.name,
       state: this.state,
@@ -85,6 +94,7 @@ class Supervisor extends EventEmitter {
       startedAt: m.startedAt,
       readyAt: m.readyAt,
       health: run?.health ?? null,
+      next: next === null ? null : { pid: next.pid, identity: next.identity },
     }
   }
 
@@ -104,6 +114,28 @@ class Supervisor extends EventEmitter {
       // A restart under way is joined, not begun again.
       if (this.#m.restarting !== null && LIVE.has(this.state)) return this.#m.restarting
       return dispatch(this.#m, 'restart', o)
+    })
+  }
+
+  /**
+   * A replacement no client sees (options.listen): the successor (with
+   * restart()'s new args or env) starts on the held sockets while the
+   * running child serves, which is stopped once the successor is ready.
+   * Resolves then; rejects when the successor never gets ready (the old
+   * one serves on). Where no child runs, it is restart().
+   */
+  reload(options) {
+    return promised(() => {
+      const m = this.#m
+      const o = restartOptions(m.o, options)
+      if (m.o.listen === null && m.o.adopted === null) {
+        throw supervisorError(
+          'ERR_RELOAD_WITHOUT_LISTEN',
+          `${m.o.name} holds no sockets (options.listen): a reload needs them to overlap two daemons; use restart()`,
+        )
+      }
+      if (m.restarting !== null && LIVE.has(this.state) && m.reloading === null) return m.restarting
+      return dispatch(m, 'reload', o)
     })
   }
 

@@ -60,8 +60,20 @@ const stay = (run) => row(undefined, run)
  * judged: a new child at once, whatever the policy). retry (the delay is
  * over), stopped (the stop is done). Then the steps of the guards below.
  */
-const ENDED = { start: row('booting', 'begin'), stop: stay('alreadyEnded'), restart: stay('restartEnded') }
+/**
+ * reload() (with held sockets; the face refuses it without) overlaps only
+ * with a running child (reload.js). Where none serves — ended, starting,
+ * in backoff — there is nothing to overlap with, and it is restart().
+ */
+const ENDED = {
+  start: row('booting', 'begin'),
+  stop: stay('alreadyEnded'),
+  restart: stay('restartEnded'),
+  reload: stay('restartEnded'),
+}
 const ALIVE = { start: stay('joinStart'), stop: row('stopping', 'stop') }
+/** A reload's successor became ready: it is the running child (the swap). */
+const RELOADING = { reload: stay('reload'), 'reload-ready': row('running', 'swap') }
 /**
  * The verdict moves the machine at once (the record, status() and the
  * start() callers see it before 'exit' is emitted); what it begins —
@@ -106,6 +118,7 @@ const TABLE = Object.freeze({
   booting: Object.freeze({
     ...ALIVE,
     restart: stay('restartLater'),
+    reload: stay('restartLater'),
     booted: row('spawning', 'spawn'),
     adopt: row('running', 'adopt'),
     'boot-failed': row('failed', 'fail'),
@@ -113,6 +126,7 @@ const TABLE = Object.freeze({
   spawning: Object.freeze({
     ...ALIVE,
     restart: row('retiring', 'retire'),
+    reload: row('retiring', 'retire'),
     spawned: row('awaiting-ready', 'spawned'),
     'spawn-failed': stay('spawnFailed'),
     fail: row('failed', 'fail'),
@@ -121,6 +135,7 @@ const TABLE = Object.freeze({
   'awaiting-ready': Object.freeze({
     ...ALIVE,
     restart: row('retiring', 'retire'),
+    reload: row('retiring', 'retire'),
     ...AFTER_SPAWN,
     ready: row('running', 'ready'),
     'ready-failed': stay('readyFailed'),
@@ -129,12 +144,14 @@ const TABLE = Object.freeze({
   retiring: Object.freeze({
     ...ALIVE,
     restart: stay('restartLater'),
+    reload: stay('restartLater'),
     retired: row('spawning', 'spawn'),
   }),
   running: Object.freeze({
     start: stay('alreadyRunning'),
     stop: row('stopping', 'stop'),
     restart: row('retiring', 'retire'),
+    ...RELOADING,
     ...WHILE_RUNNING,
     settled: stay('settled'),
     'health-checked': stay('healthChecked'),
@@ -146,16 +163,21 @@ const TABLE = Object.freeze({
     start: stay('alreadyRunning'),
     stop: row('stopping', 'stop'),
     restart: row('retiring', 'retire'),
+    ...RELOADING,
     died: row('exited', undefined),
   }),
   exited: Object.freeze({
     ...ALIVE,
     restart: stay('restartJudged'),
+    reload: stay('restartJudged'),
+    // The child a reload replaces ended first: its successor takes over.
+    promote: row('awaiting-ready', 'promote'),
     ...DECIDED,
   }),
   backoff: Object.freeze({
     ...ALIVE,
     restart: row('spawning', 'restartNow'),
+    reload: row('spawning', 'restartNow'),
     ...AFTER_CRASH,
     retry: row('spawning', 'spawn'),
   }),
@@ -163,6 +185,7 @@ const TABLE = Object.freeze({
     start: stay('startAfterStop'),
     stop: stay('escalate'),
     restart: stay('refuseRestart'),
+    reload: stay('refuseRestart'),
     stopped: row('stopped', undefined),
   }),
   stopped: Object.freeze({ ...ENDED }),
