@@ -13,6 +13,7 @@ const VERBS = {
   run: () => require('./run.js'),
   status: () => require('./status.js'),
   stop: () => require('./stop.js'),
+  reload: () => require('./reload.js'),
   lock: () => require('./lock.js'),
 }
 
@@ -62,7 +63,7 @@ async function main(argv) {
     process.stdout.write(`procward ${require('../../package.json').version}\n`)
     return
   }
-  if (verb === undefined) return usageError(null, 'a command is needed (run, status, stop or lock)')
+  if (verb === undefined) return usageError(null, 'a command is needed (run, status, stop, reload or lock)')
   if (!Object.hasOwn(VERBS, verb)) {
     return usageError(null, verb.startsWith('-') ? `unknown option ${verb}` : `unknown command ${verb}`)
   }

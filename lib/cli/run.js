@@ -61,6 +61,8 @@ const SPEC = {
   'state-file': 'value',
   'ready-port': 'value',
   'ready-notify': 'flag',
+  'ready-http': 'value',
+  listen: 'values',
   ...HEALTH_SPEC,
   grace: 'value',
   'max-restarts': 'value',
@@ -82,6 +84,8 @@ const RUN_WORDS = {
   stateFile: '--state-file',
   ready: '--ready-port',
   'ready.port': '--ready-port',
+  'ready.http': '--ready-http',
+  listen: '--listen',
   'spawn.stop.graceMs': '--grace',
   'crashLoop.maxRestarts': '--max-restarts',
   'spawn.cwd': '--cwd',
@@ -101,7 +105,10 @@ const RUN_WORDS = {
  */
 function inRunWords(message) {
   return common
-    .inOurWords(message, RUN_WORDS)
+    .inOurWords(
+      message.replace(/\boptions\.listen\[(\d+)\](\.\w+)?/g, (_, i) => `--listen (the ${ordinal(i)})`),
+      RUN_WORDS,
+    )
     .replace(/\boptions\.[\w.]*\w/g, (name) => common.inOurWords(`${name} `, RUN_WORDS).trimEnd())
 }
 
@@ -132,6 +139,59 @@ function inTerminalForeground(os) {
   return stat !== null && stat.ttyNr !== 0 && stat.tpgid === stat.pgid
 }
 
+function ordinal(i) {
+  const n = Number(i) + 1
+  return n === 1 ? 'first' : n === 2 ? 'second' : n === 3 ? 'third' : `${n}th`
+}
+
+/**
+ * `--listen [HOST:]PORT|/PATH[=NAME]` → a `listen` entry (its values judged
+ * by the library). An IPv6 host in brackets: `[::1]:8080`.
+ */
+function listenEntry(text) {
+  let spec = text
+  let name
+  const eq = spec.lastIndexOf('=')
+  if (eq >= 0) {
+    name = spec.slice(eq + 1)
+    spec = spec.slice(0, eq)
+  }
+  const entry = {}
+  if (spec.startsWith('/')) entry.path = spec
+  else {
+    const m = /^(?:\[([^\]]+)\]:|([^:[\]]+):)?(\d+)$/.exec(spec)
+    if (m === null) {
+      throw new UsageError(
+        'run',
+        `--listen must be [HOST:]PORT or /PATH (an absolute path), optionally =NAME, got ${JSON.stringify(text)}`,
+      )
+    }
+    entry.port = Number(m[3])
+    const host = m[1] ?? m[2]
+    if (host !== undefined) entry.host = host
+  }
+  if (name !== undefined) entry.name = name
+  return entry
+}
+
+/**
+ * The sockets a service manager handed us (a socket unit: LISTEN_FDS for
+ * our own pid), or null. With --listen NAME…, only those named (by
+ * LISTEN_FDNAMES) are passed on; the rest are closed.
+ */
+function activated(selected) {
+  const env = process.env
+  if (env.LISTEN_PID !== String(process.pid) || !/^[1-9]\d*$/.test(env.LISTEN_FDS ?? '')) return null
+  const count = Number(env.LISTEN_FDS)
+  const names = (env.LISTEN_FDNAMES ?? '').split(':')
+  // As sd_listen_fds(unset_environment=1): no child is told of fds it does not have.
+  delete env.LISTEN_PID
+  delete env.LISTEN_FDS
+  delete env.LISTEN_FDNAMES
+  const sockets = require('../supervisor/sockets.js')
+  return sockets.adopt(count, names, selected)
+}
+
 /** The --json form of an error: message and code, and its cause's. */
 function errorFields(err) {
   const o = { message: err.message, code: err.code }
@@ -153,11 +213,17 @@ async function main(argv, { help }) {
   if (opts.name !== undefined) options.name = opts.name
   if (opts.restart !== undefined) options.restart = opts.restart
   if (opts['state-file'] !== undefined) options.stateFile = opts['state-file']
-  if (opts['ready-port'] !== undefined && opts['ready-notify']) {
-    throw new UsageError('run', '--ready-port and --ready-notify are two ready checks: choose one')
+  const readies = ['ready-port', 'ready-notify', 'ready-http'].filter((f) => opts[f] !== undefined)
+  if (readies.length > 1) {
+    throw new UsageError('run', `${readies.map((f) => `--${f}`).join(' and ')} are two ready checks: choose one`)
   }
   if (opts['ready-port'] !== undefined) options.ready = { port: number(opts, 'ready-port') }
   if (opts['ready-notify']) options.ready = { notify: true }
+  if (opts['ready-http'] !== undefined) options.ready = { http: opts['ready-http'] }
+  // Under a socket unit, its sockets (--listen then names which); else ours to bind.
+  const handed = activated(opts.listen ?? null)
+  if (handed !== null) options[require('../supervisor/sockets.js').ADOPTED] = handed
+  else if (opts.listen !== undefined) options.listen = opts.listen.map(listenEntry)
   const health = healthOptions(opts)
   if (health !== undefined) options.health = health
   if (opts['max-restarts'] !== undefined) options.crashLoop = { maxRestarts: number(opts, 'max-restarts') }

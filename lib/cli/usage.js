@@ -2,10 +2,11 @@
 
 const USAGE = {
   run: `usage: procward run [--name N] [--restart always|on-failure|never] [--state-file F]
-                    [--ready-port P | --ready-notify] [--grace MS] [--max-restarts N]
+                    [--listen [HOST:]PORT|/PATH[=NAME]]...
+                    [--ready-port P | --ready-http URL | --ready-notify] [--grace MS] [--max-restarts N]
                     [--health-port P | --health-http URL] [--health-interval MS]
                     [--health-timeout MS] [--health-failures N] [--health-start-period MS]
-                    [--cgroup] [--hup stop|forward] [--prefix] [--json] [--init]
+                    [--cgroup] [--hup stop|forward|reload] [--prefix] [--json] [--init]
                     [--cwd DIR] [--env K=V]... [--env-file FILE]... [--user USER[:GROUP]]
                     [--umask 0NNN] -- COMMAND [ARGS...]
 
@@ -32,7 +33,17 @@ NOTIFY_SOCKET and WATCHDOG_* are not passed on to COMMAND.
   --restart POLICY    always (default), on-failure or never
   --state-file F      record the state in F (and lock F.lock: one supervisor per file);
                       a dead predecessor's child recorded there is stopped first
-  --ready-port P      ready once something accepts connections on 127.0.0.1:P
+  --listen SPEC       hold a listening socket for COMMAND (repeatable): [HOST:]PORT (HOST
+                      an IP address, default 127.0.0.1; [::1]:PORT for IPv6; port 0: any)
+                      or /PATH (a unix socket), optionally =NAME. Bound once, kept open
+                      across restarts (a connection waits instead of being refused), and
+                      handed to COMMAND as fds 3.. with LISTEN_FDS, LISTEN_FDNAMES and
+                      LISTEN_PID, as systemd's socket units do (Linux). Started by a
+                      socket unit, procward passes on the unit's sockets instead (--listen
+                      NAME then picks them by FileDescriptorName=)
+  --ready-port P      ready once something accepts connections on 127.0.0.1:P (not a
+                      --listen port: a held port always accepts)
+  --ready-http URL    ready once a GET of URL answers 2xx
   --ready-notify      ready once COMMAND sends READY=1 to the NOTIFY_SOCKET procward gives
                       it (sd_notify(3); from COMMAND, a descendant of it or its cgroup);
                       its STATUS= is recorded in the state file (Linux)
@@ -50,8 +61,12 @@ NOTIFY_SOCKET and WATCHDOG_* are not passed on to COMMAND.
   --grace MS          time the child gets to exit after SIGTERM (default 5000)
   --max-restarts N    restarts allowed within 60 s before giving up (default 5)
   --cgroup            contain the child in a cgroup of its own (where supported)
-  --hup stop|forward  SIGHUP (a closed terminal or ssh session) stops (default), or is
-                      passed on to COMMAND (a daemon's reload)
+  --hup stop|forward|reload
+                      SIGHUP (a closed terminal or ssh session) stops (default), is
+                      passed on to COMMAND (a daemon's own reload), or (with --listen)
+                      starts a new COMMAND on the held sockets and stops the old one once
+                      the new one is ready: a reload no client sees (RELOADING=1 and
+                      READY=1 to systemd, as Type=notify-reload expects)
   --prefix            prefix each line COMMAND writes with its name (and the time, as
                       for our own lines); its output is then read through pipes
   --json              log events as JSON lines
@@ -92,6 +107,16 @@ the supervisor is dead.
 
   --grace MS    time each gets to exit after SIGTERM before SIGKILL (default: the
                 supervisor's own, as recorded; else 5000)`,
+  reload: `usage: procward reload STATE_FILE [--timeout MS]
+
+Reloads the daemon of the supervisor STATE_FILE records (a procward run started
+with --hup reload and --listen): sends it SIGHUP (pid and identity checked) and
+waits for the outcome. Exit 0 once the new daemon serves and the old one is being
+stopped; 1 when the new one failed (the old one serves on), the supervisor is not
+running, or was not started with --hup reload (nothing is sent: SIGHUP would stop
+it).
+
+  --timeout MS    how long to wait for the outcome (default 120000)`,
   lock: `usage: procward lock FILE [--wait[=MS]] [--] COMMAND [ARGS...]
        procward lock --postgres URL --key KEY [--wait[=MS]] [--host-loss-ms MS] [--] COMMAND [ARGS...]
 
@@ -120,6 +145,7 @@ commands:
   run      run a command under a supervisor, in the foreground
   status   show a supervisor's state, judged now (exit 0 running, 3 not, 4 unknown)
   stop     stop a supervisor (or its orphaned child) by its state file
+  reload   replace a supervisor's daemon without a gap (procward run --hup reload)
   lock     run a command while holding a lock (a file, or PostgreSQL)
 
 procward <command> --help shows a command's options; procward --version its version.`

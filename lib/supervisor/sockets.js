@@ -204,22 +204,38 @@ class HeldSockets {
 /**
  * Sockets a service manager handed this process (`LISTEN_FDS` for our own
  * pid: a socket unit), taken over: each must be a listening stream socket.
- * `names`: LISTEN_FDNAMES's, one per fd. The variables are then removed
+ * `names`: LISTEN_FDNAMES's, one per fd; `selected`: the names to keep
+ * (the others are closed), or null for all. The variables are then removed
  * from process.env, as sd_listen_fds(unset_environment=1) does, so that no
  * child of ours is told of fds it does not have.
  */
-function adopt(count, names) {
+function adopt(count, names, selected = null) {
   const held = []
+  const named = []
   try {
-    for (let i = 0; i < count; i++) held.push(native.adoptListenFd(3 + i))
+    for (let i = 0; i < count; i++) {
+      const name = names[i] || `fd${3 + i}`
+      const s = native.adoptListenFd(3 + i)
+      if (selected === null || selected.includes(name)) {
+        held.push(s)
+        named.push(name)
+      } else s.close()
+    }
   } catch (err) {
     for (const s of held) s.close()
     throw err
   }
-  return new HeldSockets(
-    held.map((_, i) => names[i] || `fd${3 + i}`),
-    held,
-  )
+  if (selected !== null) {
+    const missing = selected.filter((n) => !named.includes(n))
+    if (missing.length > 0) {
+      for (const s of held) s.close()
+      throw typeError(
+        `the service manager handed no socket named ${missing.join(', ')} (LISTEN_FDNAMES: ${names.join(':')})`,
+        'ERR_INVALID_ARG_VALUE',
+      )
+    }
+  }
+  return new HeldSockets(named, held)
 }
 
 module.exports = { ADOPTED, adopt, bind, checkListen, holds, HeldSockets, shown }
