@@ -23,7 +23,7 @@ use std::io::{self, Read};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::OnceLock;
 
-use super::pidfd_cache::{pidfd_check, read_stat_cached, read_stat_kept, PidfdCheck};
+use super::pidfd_cache::{kept_stat_runs, pidfd_check, read_stat_cached, PidfdCheck};
 use super::procfs::{is_gone, parse_stat, read_stat, thread_state, STAT_BUF};
 use super::stat::Stat;
 use super::{Identity, IdentitySeed, InfoError, ProcState, ProcessInfo, ThreadOf};
@@ -84,12 +84,17 @@ fn is_running_unlisted(pid: Pid) -> io::Result<bool> {
 }
 
 /// Exists and has not begun to exit. Through a pidfd where possible: it is
-/// not subject to hidepid, and a repeated check costs one poll and one read
-/// of a kept stat fd. The stat read is for the moment a pidfd cannot see: a
-/// process being killed closes its files (and drops its locks) in `do_exit`
-/// before it is a zombie and before its pidfd reports an exit; only
-/// `PF_EXITING` on every thread tells in between (see [`thread_state`]).
+/// not subject to hidepid. The stat read is for the moment a pidfd cannot
+/// see: a process being killed closes its files (and drops its locks) in
+/// `do_exit` before it is a zombie and before its pidfd reports an exit;
+/// only `PF_EXITING` on every thread tells in between (see
+/// [`thread_state`]). A repeated check of a process whose leader runs is one
+/// `pread` of the stat fd its cache slot keeps ([`kept_stat_runs`]): that
+/// line alone settles it, and the fd can describe no other process.
 pub fn is_running(pid: Pid) -> io::Result<bool> {
+    if kept_stat_runs(pid, false).is_some() {
+        return Ok(true);
+    }
     match pidfd_check(pid, false) {
         PidfdCheck::Alive(_) => Ok(!stopped_since_alive(pid)?),
         PidfdCheck::NotRunning => Ok(false),
@@ -100,22 +105,18 @@ pub fn is_running(pid: Pid) -> io::Result<bool> {
 /// For a process its pidfd shows alive: has it stopped running since? It
 /// has begun to exit on every thread, or its last thread ended between the
 /// pidfd's answer and the stat read (the leader, long a zombie, is then
-/// alone: a zombie, not running). The stat through the slot's kept fd where
-/// an info read left one, else read afresh and closed (a liveness check
-/// keeps one fd per process, its pidfd: the fd budget of waits and spawns
-/// counts on that). Its line unreadable or unparsable: running, as the
+/// alone: a zombie, not running). The stat through the slot's kept fd, or
+/// read afresh and kept there for the next check (the cache is bounded: at
+/// most two fds a slot). Its line unreadable or unparsable: running, as the
 /// pidfd said. Its leader ended and its threads unreadable: the error.
 fn stopped_since_alive(pid: Pid) -> io::Result<bool> {
     let mut buf = [0u8; STAT_BUF];
-    let n = match read_stat_kept(pid, &mut buf) {
-        Some(n) => n,
-        None => match read_stat(pid, &mut buf) {
-            Ok(Some((n, _))) => n,
-            // No line: hidden (hidepid), or the process was reaped since
-            // the pidfd said alive; or no fd to read it (EMFILE). Its pidfd,
-            // asked again, tells whether it has exited.
-            _ => return Ok(matches!(pidfd_check(pid, false), PidfdCheck::NotRunning)),
-        },
+    let n = match read_stat_cached(pid, &mut buf) {
+        Ok(Some(n)) => n,
+        // No line: hidden (hidepid), or the process was reaped since the
+        // pidfd said alive; or no fd to read it (EMFILE). Its pidfd, asked
+        // again, tells whether it has exited.
+        _ => return Ok(matches!(pidfd_check(pid, false), PidfdCheck::NotRunning)),
     };
     let Ok(leader) = parse_stat(&buf[..n]) else {
         return Ok(false); // unparsable: running, as the pidfd said
@@ -405,6 +406,9 @@ pub fn is_running_as(pid: Pid, identity: &str) -> Result<bool, InfoError> {
     // With pidfs, the inode alone names the process for this boot: an alive
     // pidfd with the same inode is the same process, no /proc read needed.
     if let Some(wanted_ino) = wanted.inode {
+        if let Some(Some(ino)) = kept_stat_runs(pid, true) {
+            return Ok(ino == wanted_ino);
+        }
         match pidfd_check(pid, true) {
             PidfdCheck::Alive(Some(ino)) => {
                 return Ok(ino == wanted_ino && !stopped_since_alive(pid).map_err(InfoError::Io)?);
@@ -551,6 +555,65 @@ mod tests {
         assert_eq!(thread_of(pid), ThreadOf::NotAThread);
         child.kill().ok();
         child.wait().ok();
+    }
+
+    /// The repeated check is a `pread` of the stat fd the first one kept;
+    /// that fd reads ESRCH once its process is reaped (so it can never show
+    /// a process that takes the pid after), and a zombie's line is judged
+    /// in full: not running.
+    #[test]
+    fn a_repeated_check_reads_the_kept_stat_fd_which_never_outlives_its_process() {
+        let (mut child, pid) = sleeper();
+        assert!(pidfd_cache::kept_stat_runs(pid, false).is_none());
+        assert!(is_running(pid).expect("liveness"));
+        assert_eq!(pidfd_cache::kept_stat_runs(pid, false), Some(None));
+        assert!(is_running(pid).expect("liveness"));
+        let stat = File::open(format!("/proc/{}/stat", pid.as_raw())).expect("stat");
+        child.kill().ok();
+        let pidfd = sys::pidfd_open(pid).expect("pidfd");
+        while !sys::is_readable_now(pidfd.as_fd()).expect("poll") {}
+        assert!(pidfd_cache::kept_stat_runs(pid, false).is_none());
+        assert!(!is_running(pid).expect("liveness"));
+        child.wait().ok();
+        let mut buf = [0u8; STAT_BUF];
+        let err = sys::pread0(stat.as_fd(), &mut buf).expect_err("a reaped process's line");
+        assert_eq!(err.raw_os_error(), Some(libc::ESRCH));
+        assert!(!is_running(pid).expect("liveness"));
+        assert!(pidfd_cache::kept_stat_runs(pid, false).is_none());
+    }
+
+    /// However many processes are checked, a bounded few slots keep a stat
+    /// fd (the waits beyond their budget poll liveness in a small fd table),
+    /// and those are the most recently checked.
+    #[test]
+    fn few_slots_keep_a_stat_fd_the_latest_checked() {
+        let sleepers: Vec<(Child, Pid)> = (0..24).map(|_| sleeper()).collect();
+        for (_, pid) in &sleepers {
+            assert!(is_running(*pid).expect("liveness"));
+        }
+        // Other tests' checks share the cache: the bound holds for all.
+        assert!(pidfd_cache::kept_stats() <= pidfd_cache::STAT_SLOTS);
+        let (_, last) = sleepers.last().expect("one");
+        assert!(pidfd_cache::kept_stat_runs(*last, false).is_some());
+        for (mut child, _) in sleepers {
+            child.kill().ok();
+            child.wait().ok();
+        }
+    }
+
+    /// Reaped behind the cache's back while its stat fd is kept: the kept
+    /// fd reads ESRCH and the check starts afresh.
+    #[test]
+    fn a_kept_stat_fd_of_a_reaped_process_is_no_answer() {
+        let (mut child, pid) = sleeper();
+        assert!(is_running(pid).expect("liveness"));
+        assert!(is_running(pid).expect("liveness"));
+        assert!(cached(pid));
+        child.kill().ok();
+        child.wait().ok();
+        assert!(pidfd_cache::kept_stat_runs(pid, false).is_none());
+        assert!(!is_running(pid).expect("liveness"));
+        assert!(!cached(pid));
     }
 
     #[test]

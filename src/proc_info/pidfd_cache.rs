@@ -1,10 +1,10 @@
 //! The pidfds liveness keeps (Linux): a small cache of other processes'
-//! pidfds, so a supervisor or a lock polling the same pid pays one `poll`.
-//! Info and identity read `/proc/<pid>/stat`, whose fd is kept in the same
-//! slot, beside the pidfd of the same process: such an fd stays bound to the
-//! process it was opened for, and once that process is gone reading it fails
-//! with ESRCH even if the pid has been reused, so a stale fd can never show a
-//! newcomer's state.
+//! pidfds, so a supervisor or a lock polling the same pid pays one `pread`.
+//! Liveness, info and identity read `/proc/<pid>/stat`, whose fd is kept in
+//! the same slot, beside the pidfd of the same process: such an fd stays
+//! bound to the process it was opened for, and once that process is gone
+//! reading it fails with ESRCH even if the pid has been reused, so a stale fd
+//! can never show a newcomer's state.
 //!
 //! The cache does not keep the fds of a process that is gone: a slot whose
 //! pidfd reports an exit is dropped when it is next looked at, a miss first
@@ -19,14 +19,21 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use super::procfs::{read_stat, STAT_BUF};
+use super::procfs::{leader_runs, read_stat, STAT_BUF};
 use crate::pid::Pid;
 use crate::sys;
 
 /// Slots in the cache (least recently used out first). Bounded so the addon
-/// never holds more than this many pidfds and stat fds; Node raises its own
-/// fd limit to the hard limit at start-up.
+/// never holds more than this many pidfds; Node raises its own fd limit to
+/// the hard limit at start-up.
 const CACHE_SLOTS: usize = 64;
+
+/// Slots that keep a stat fd beside their pidfd, at most: the most recently
+/// used ones. Liveness keeps one for every process it checks, and the waits
+/// beyond their budget (half the fd table) check theirs every few ms: a
+/// stat fd in every slot would leave a small table (`ulimit -n 256`) no fd
+/// for the application. A process checked again and again stays among them.
+pub(super) const STAT_SLOTS: usize = 16;
 
 /// A cached process. The pidfd refers to one process for its whole life:
 /// while `poll` says it has not exited, that process is alive and still
@@ -162,26 +169,45 @@ fn sweep(cache: &mut Vec<Slot>) -> Vec<Slot> {
     out
 }
 
-/// Reads the stat line through the stat fd `pid`'s cache slot keeps, if it
-/// keeps one and it still reads (the same process's line, never a
-/// newcomer's). Opens nothing.
-pub(super) fn read_stat_kept(pid: Pid, buf: &mut [u8; STAT_BUF]) -> Option<usize> {
-    let cache = cache();
-    let fd = cache
-        .iter()
-        .find(|s| s.pid == pid.as_raw())?
-        .stat
-        .as_ref()?;
-    match sys::pread0(fd.as_fd(), buf) {
-        Ok(n) if n > 0 => Some(n),
-        _ => None,
+/// The repeated check: whether the stat fd `pid`'s slot keeps shows its
+/// process's leader running. One `pread` and no `poll`: a kept stat fd reads
+/// only the process it was opened for, and fails with ESRCH once that is
+/// reaped, so a line showing a running leader is of a live process that
+/// holds the pid now, the slot's pidfd's own (see [`read_stat_cached`]).
+/// With `want_inode`, its pidfs inode too (an fstat, once per slot).
+/// `None`: no slot or no kept fd, the process reaped, or its leader ended or
+/// ending; the caller judges afresh.
+pub(super) fn kept_stat_runs(pid: Pid, want_inode: bool) -> Option<Option<u64>> {
+    let mut buf = [0u8; STAT_BUF];
+    let mut cache = cache();
+    let idx = cache.iter().position(|s| s.pid == pid.as_raw())?;
+    let slot = &mut cache[idx];
+    let n = sys::pread0(slot.stat.as_ref()?.as_fd(), &mut buf).ok()?;
+    if !leader_runs(&buf[..n.min(STAT_BUF)]) {
+        return None;
     }
+    let inode = if want_inode {
+        *slot
+            .inode
+            .get_or_insert_with(|| sys::pidfs_inode(slot.pidfd.as_fd()))
+    } else {
+        None
+    };
+    // Least recently used first: a hit moves to the back.
+    if idx + 1 != cache.len() {
+        let slot = cache.remove(idx);
+        cache.push(slot);
+    }
+    Some(inode)
 }
 
 /// Reads the stat line through the stat fd of `pid`'s cache slot, opening
 /// and keeping one there if it has none. A stat fd kept for a process that
 /// has since gone (the slot was replaced in between) reads ESRCH, never a
-/// newcomer's line; it is dropped and the line read afresh.
+/// newcomer's line; it is dropped and the line read afresh. A fresh fd is
+/// kept only if the slot's pidfd still says "alive" after it was opened: a
+/// live process holds its pid, so the fd is of that process, never of one
+/// that took the pid between the pidfd's last answer and the open.
 pub(super) fn read_stat_cached(pid: Pid, buf: &mut [u8; STAT_BUF]) -> io::Result<Option<usize>> {
     let stale = {
         let mut cache = cache();
@@ -203,14 +229,23 @@ pub(super) fn read_stat_cached(pid: Pid, buf: &mut [u8; STAT_BUF]) -> io::Result
     };
     let spare = {
         let mut cache = cache();
-        match cache.iter_mut().find(|s| s.pid == pid.as_raw()) {
-            Some(slot) if slot.stat.is_none() => {
-                slot.stat = Some(OwnedFd::from(file));
-                None
+        match cache.iter().position(|s| s.pid == pid.as_raw()) {
+            Some(idx)
+                if cache[idx].stat.is_none()
+                    && matches!(sys::is_readable_now(cache[idx].pidfd.as_fd()), Ok(false)) =>
+            {
+                cache[idx].stat = Some(OwnedFd::from(file));
+                // Over the bound: the least recently used slot's goes.
+                let kept = cache.iter().filter(|s| s.stat.is_some()).count();
+                let lru = cache.iter_mut().find(|s| s.stat.is_some());
+                (kept > STAT_SLOTS)
+                    .then(|| lru.and_then(|s| s.stat.take()))
+                    .flatten()
             }
-            _ => Some(file),
+            _ => Some(OwnedFd::from(file)),
         }
     };
+    // Closed outside the lock.
     drop(spare);
     Ok(Some(n))
 }
@@ -219,6 +254,12 @@ pub(super) fn read_stat_cached(pid: Pid, buf: &mut [u8; STAT_BUF]) -> io::Result
 #[cfg(test)]
 pub(super) fn holds(pid: Pid) -> bool {
     cache().iter().any(|s| s.pid == pid.as_raw())
+}
+
+/// How many slots keep a stat fd.
+#[cfg(test)]
+pub(super) fn kept_stats() -> usize {
+    cache().iter().filter(|s| s.stat.is_some()).count()
 }
 
 /// Makes the next miss sweep, however recent the last sweep.

@@ -180,6 +180,18 @@ struct Listing {
     complete: bool,
 }
 
+/// Whether the stat line `line` of a process shows its leader running: not
+/// exiting, not exited. Then [`thread_state`] is the leader's own and the
+/// process runs, whatever its other threads do: the repeated liveness check
+/// needs no more than this. False for anything else (and for a line that
+/// does not parse): the full judgement decides.
+pub fn leader_runs(line: &[u8]) -> bool {
+    match stat::parse_state_flags(line) {
+        Ok((state, flags)) => flags & PF_EXITING == 0 && state.is_running(),
+        Err(_) => false,
+    }
+}
+
 /// The leader has exited (a zombie) or is exiting.
 fn leader_ended(leader: &Stat) -> bool {
     leader.flags & PF_EXITING != 0 || leader.state == ProcState::Zombie

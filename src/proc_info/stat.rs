@@ -135,6 +135,24 @@ fn next_num<'a, T: std::str::FromStr>(
         .map_err(|_| ParseError(what))
 }
 
+/// The state and the flags (field 9), for the repeated liveness check: no
+/// allocation, no name.
+pub fn parse_state_flags(buf: &[u8]) -> Result<(ProcState, u64), ParseError> {
+    let close = name_end(buf)?;
+    let mut fields = numeric_fields(buf, close)?.split_ascii_whitespace();
+    let state = fields
+        .next()
+        .and_then(|f| f.chars().next())
+        .map(ProcState::from_stat_char)
+        .ok_or(ParseError("no state"))?;
+    let flags = fields // skip fields 4..=8
+        .nth(9 - 4)
+        .ok_or(ParseError("no flags"))?
+        .parse::<u64>()
+        .map_err(|_| ParseError("bad flags"))?;
+    Ok((state, flags))
+}
+
 /// Only the state, for the liveness hot path: no allocation, no name.
 pub fn parse_state(buf: &[u8]) -> Result<ProcState, ParseError> {
     let close = name_end(buf)?;
@@ -166,6 +184,17 @@ mod tests {
         assert_eq!(s.start_time, 987654);
         assert_eq!(s.exit_code, Some(0));
         assert_eq!(parse_state(SLEEP.as_bytes()).unwrap(), ProcState::Sleeping);
+        assert_eq!(
+            parse_state_flags(SLEEP.as_bytes()).unwrap(),
+            (ProcState::Sleeping, 4194304)
+        );
+        // A name that looks like fields is not read as them.
+        let hostile = SLEEP.replace("(sleep)", "(a) Z 1 2 3 4 5 6 (b)");
+        assert_eq!(
+            parse_state_flags(hostile.as_bytes()).unwrap(),
+            (ProcState::Sleeping, 4194304)
+        );
+        assert!(parse_state_flags(b"4242 (sleep) S 1 2 3").is_err());
         assert_eq!(
             parse_terminal(SLEEP.as_bytes()).unwrap(),
             Terminal {
