@@ -131,6 +131,15 @@ function childListens(pid, pgid, port) {
 }
 
 /**
+ * Was our connection from local port `peer` to `port` accepted by `pid`
+ * or a member of its group `pgid`? true, false, or null where it cannot be
+ * told.
+ */
+function childAccepted(pid, pgid, port, peer) {
+  return toldLater(null, native.childAccepted, pid, pgid, port, peer)
+}
+
+/**
  * The running processes whose environment, as exec gave it, holds `entry`
  * ("NAME=value"): [{ pid, ppid, pgid, session, identity }], the identity
  * that of the process whose environment held it. Processes whose
@@ -155,5 +164,6 @@ module.exports = {
   openOwnTerminal,
   listeningInodes,
   childListens,
+  childAccepted,
   markedProcesses,
 }

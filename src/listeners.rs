@@ -86,12 +86,52 @@ pub fn listening_inodes(port: u16) -> io::Result<Vec<u64>> {
     let sock = unsafe { OwnedFd::from_raw_fd(fd) };
     let mut inodes = Vec::new();
     for (seq, family) in [(1, libc::AF_INET), (2, libc::AF_INET6)] {
-        dump(&sock, seq, family as u8, port, &mut inodes)?;
+        dump(
+            &sock,
+            seq,
+            family as u8,
+            1 << TCP_LISTEN,
+            &|sport, _| sport == port,
+            &mut inodes,
+        )?;
     }
     Ok(inodes)
 }
 
-fn dump(sock: &OwnedFd, seq: u32, family: u8, port: u16, out: &mut Vec<u64>) -> io::Result<()> {
+/// The inodes of the TCP connections whose local port is `port` and whose
+/// peer's is `peer` (not listening: accepted ones), in this process's
+/// network namespace: the server side of a connection we made from port
+/// `peer` to `port`, whichever process accepted it.
+pub fn accepted_inodes(port: u16, peer: u16) -> io::Result<Vec<u64>> {
+    // SAFETY: socket(2) takes no pointers; the result is checked.
+    let fd = cvt(unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+            NETLINK_SOCK_DIAG,
+        )
+    })?;
+    // SAFETY: fd was just returned by socket(2) and is owned by no one else.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut inodes = Vec::new();
+    let states = !(1u32 << TCP_LISTEN);
+    let pair = |sport, dport| sport == port && dport == peer;
+    for (seq, family) in [(1, libc::AF_INET), (2, libc::AF_INET6)] {
+        dump(&sock, seq, family as u8, states, &pair, &mut inodes)?;
+    }
+    Ok(inodes)
+}
+
+/// Dumps the TCP sockets of `family` in `states` (a bit per state) and
+/// keeps the inodes of those whose (local, peer) ports `keep` accepts.
+fn dump(
+    sock: &OwnedFd,
+    seq: u32,
+    family: u8,
+    states: u32,
+    keep: &dyn Fn(u16, u16) -> bool,
+    out: &mut Vec<u64>,
+) -> io::Result<()> {
     let request = Request {
         hdr: NlMsgHdr {
             len: size_of::<Request>() as u32,
@@ -103,7 +143,7 @@ fn dump(sock: &OwnedFd, seq: u32, family: u8, port: u16, out: &mut Vec<u64>) -> 
         req: InetDiagReqV2 {
             family,
             protocol: libc::IPPROTO_TCP as u8,
-            states: 1 << TCP_LISTEN,
+            states,
             ..Default::default()
         },
     };
@@ -151,7 +191,8 @@ fn dump(sock: &OwnedFd, seq: u32, family: u8, port: u16, out: &mut Vec<u64>) -> 
                 }
                 SOCK_DIAG_BY_FAMILY if body.len() >= MSG_INODE + 4 => {
                     let sport = u16::from_be_bytes([body[MSG_SPORT], body[MSG_SPORT + 1]]);
-                    if sport == port {
+                    let dport = u16::from_be_bytes([body[MSG_SPORT + 2], body[MSG_SPORT + 3]]);
+                    if keep(sport, dport) {
                         let inode = u32::from_ne_bytes(
                             body[MSG_INODE..MSG_INODE + 4]
                                 .try_into()
@@ -205,5 +246,25 @@ mod tests {
         };
         let port = l.local_addr().expect("addr").port();
         assert_eq!(listening_inodes(port).expect("sock_diag").len(), 1);
+    }
+
+    #[test]
+    fn finds_the_server_side_of_a_connection_by_its_two_ports() {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = l.local_addr().expect("addr").port();
+        let client = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        let (server, _) = l.accept().expect("accept");
+        let peer = client.local_addr().expect("addr").port();
+        let inode = |fd: i32| {
+            std::fs::metadata(format!("/proc/self/fd/{fd}"))
+                .expect("fd")
+                .ino()
+        };
+        let found = accepted_inodes(port, peer).expect("sock_diag");
+        // The accepted side only: not the listener, not our client's side.
+        assert_eq!(found, vec![inode(server.as_raw_fd())]);
+        assert!(accepted_inodes(port, peer.wrapping_add(1))
+            .expect("sock_diag")
+            .is_empty());
     }
 }

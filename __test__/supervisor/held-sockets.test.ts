@@ -133,10 +133,25 @@ describe('held sockets: bound once, handed over as systemd does', () => {
     })
     await s.start()
     const pid = s.child?.pid as number
-    await waitFor(() => readFileSync(`/proc/${pid}/comm`, 'utf8') === 'sleep\n', 5000, 'sleep running')
-    const fds = readdirSync(`/proc/${pid}/fd`)
-      .map(Number)
-      .sort((a, b) => a - b)
+    // Once sleep sleeps (its loader opens libc.so for an instant after the
+    // exec), its fd table is what it inherited.
+    const list = () =>
+      readdirSync(`/proc/${pid}/fd`)
+        .map(Number)
+        .sort((a, b) => a - b)
+    const sleeping = () => {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+      return readFileSync(`/proc/${pid}/comm`, 'utf8') === 'sleep\n' && stat.slice(stat.lastIndexOf(')') + 2)[0] === 'S'
+    }
+    let fds: number[] = []
+    await waitFor(
+      () => {
+        fds = list()
+        return sleeping() && String(fds) === String(list())
+      },
+      5000,
+      'sleep asleep',
+    )
     const what = fds.map((fd) => `${fd} ${readlinkSync(`/proc/${pid}/fd/${fd}`)}`)
     expect(fds, what.join('\n')).toEqual([0, 1, 2, 3, 4])
     expect(what[3]).toMatch(/^3 socket:\[\d+\]$/)
@@ -277,6 +292,31 @@ describe('reload(): a replacement no request sees', () => {
     expect(spawned).not.toBe(0)
     expect(aliveInProcTable(spawned)).toBe(false)
     expect(s.status().next).toBe(null)
+  })
+
+  it('ready { http } on the held port: an answer from the old daemon does not make the successor ready', async () => {
+    const s = supervisor(daemon({ ready: undefined, readyTimeoutMs: 1500 }))
+    await s.start()
+    const port = s.listening[0]?.port as number
+    const old = s.child?.pid as number
+    const t = supervisor(
+      daemon({ listen: [{ port }], ready: { http: `http://127.0.0.1:${port}/` }, readyTimeoutMs: 1500 }),
+    )
+    await s.stop()
+    await t.start()
+    const serving = t.child?.pid as number
+    expect(serving).not.toBe(old)
+    // The successor never accepts; the old one answers every GET.
+    const err = await t.reload({ args: [DAEMON, '--never'] }).then(
+      () => null,
+      (e) => e,
+    )
+    expect(err?.code).toBe('ERR_READY_TIMEOUT')
+    expect(t.child?.pid).toBe(serving)
+    // One that does accept, later than the old one answers, is ready once it answers.
+    await t.reload({ args: [DAEMON, '--delay-ms', '300'] })
+    await waitFor(() => !aliveInProcTable(serving), 5000, 'the old daemon gone')
+    expect((await get(port)).pid).toBe(t.child?.pid)
   })
 
   it('a successor that crashes before it is ready: reload() rejects, the old one serves on', async () => {

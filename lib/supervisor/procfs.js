@@ -22,6 +22,11 @@ function childListens(child, port) {
   return os.childListens(child.pid, child.pgid, port)
 }
 
+/** Did `child` (or its group) accept our connection from local port `peer` to `port`? true, false, or null (cannot tell). */
+function childAccepted(child, port, peer) {
+  return os.childAccepted(child.pid, child.pgid, port, peer)
+}
+
 /**
  * The session a freshly spawned child runs in, for its record: its own, or
  * (exited already) ours, which it inherited. null where it cannot be told:
@@ -114,6 +119,7 @@ function signalIdentified(pid, identity, signal) {
 module.exports = {
   listeningInodes,
   childListens,
+  childAccepted,
   childSession,
   ownSession,
   untouchable,

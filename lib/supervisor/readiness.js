@@ -101,19 +101,45 @@ function shown(url) {
 }
 
 /** GET `url`: resolves at an answer with `status` (any 2xx when null), rejects otherwise. */
-function httpCheck(url, status, signal) {
+function httpCheck(url, status, signal, answeredBy = null) {
   return new Promise((resolve, reject) => {
     const get = url.startsWith('https:') ? https.get : http.get
     // agent: false: a connection of its own, closed after; a pooled one
     // kept alive to a hung daemon would hide nothing, but would outlive it.
-    const req = get(url, { agent: false, signal, headers: { 'user-agent': 'procward-health' } }, (res) => {
+    // Asking who answered: the connection kept alive, so that the server
+    // still holds its side when asked (with `close` it may be gone).
+    const headers = { 'user-agent': 'procward-health' }
+    if (answeredBy !== null) headers.connection = 'keep-alive'
+    const req = get(url, { agent: false, signal, headers }, (res) => {
       const code = res.statusCode
-      // The status line is the answer: the body is not read.
-      res.destroy()
-      req.destroy()
       const ok = status === null ? code >= 200 && code < 300 : code === status
-      if (ok) resolve()
-      else reject(new Error(`GET ${shown(url)} answered ${code}${status === null ? '' : `, not ${status}`}`))
+      const verdict = () => {
+        if (ok) resolve()
+        else reject(new Error(`GET ${shown(url)} answered ${code}${status === null ? '' : `, not ${status}`}`))
+      }
+      // The status line is the answer: the body is not read. Who answered
+      // is asked while the connection is still open (its server side is
+      // then held by whoever accepted it).
+      const sock = res.socket
+      const close = () => {
+        res.destroy()
+        req.destroy()
+      }
+      if (answeredBy === null || !ok || sock?.remotePort === undefined) {
+        close()
+        return verdict()
+      }
+      answeredBy(sock.remotePort, sock.localPort).then(
+        (ours) => {
+          close()
+          if (ours === false) reject(new Error(`GET ${shown(url)} was answered by another process`))
+          else verdict()
+        },
+        (err) => {
+          close()
+          reject(err)
+        },
+      )
     })
     req.once('error', (err) =>
       reject(err.name === 'AbortError' ? err : new Error(`GET ${shown(url)}: ${err.message}`, { cause: err })),
@@ -128,11 +154,11 @@ function httpCheck(url, status, signal) {
  * (or an answer with another status) is tried again, at 1 ms doubling to
  * 100 ms.
  */
-async function httpReady(url, status, signal) {
+async function httpReady(url, status, signal, answeredBy) {
   let delay = 1
   for (;;) {
     try {
-      await httpCheck(url, status, signal)
+      await httpCheck(url, status, signal, answeredBy)
       return
     } catch (err) {
       if (signal.aborted) throw abortError(signal)
@@ -179,14 +205,23 @@ function lineReady(lines, match, signal) {
 /**
  * The check `ready` (options.ready, normalised) of `run`'s child, until
  * `signal` aborts. A line check reads what the output relay (output.js)
- * feeds `run.onLine`.
+ * feeds `run.onLine`. `shared`: the child is a reload's successor, on held
+ * sockets another daemon of ours still serves.
  */
-function readyCheck(ready, run, signal) {
+function readyCheck(ready, run, signal, shared) {
   switch (ready.kind) {
     case 'port':
       return portReady(run.child, ready.port, ready.host, signal)
     case 'http':
-      return httpReady(ready.url, ready.status, signal)
+      // A reload's successor shares the held sockets with the daemon it
+      // replaces, which may be the one that answers: only an answer from a
+      // connection the successor (or its group) accepted counts.
+      return httpReady(
+        ready.url,
+        ready.status,
+        signal,
+        shared ? (port, peer) => procfs.childAccepted(run.child, port, peer) : null,
+      )
     case 'line':
       return lineReady(run, ready.match, signal)
     case 'notify':
@@ -203,7 +238,7 @@ function readyCheck(ready, run, signal) {
  * aborting the attempt's check when the time is up. Rejects with
  * ERR_READY_TIMEOUT or ERR_READY_FAILED, worded with the supervisor's `name`.
  */
-function whenReady(ready, run, timeoutMs, name) {
+function whenReady(ready, run, timeoutMs, name, { shared = false } = {}) {
   let timedOut = false
   const timer =
     timeoutMs === false
@@ -212,7 +247,7 @@ function whenReady(ready, run, timeoutMs, name) {
           timedOut = true
           run.ac.abort()
         }, timeoutMs)
-  return readyCheck(ready, run, run.ac.signal).then(
+  return readyCheck(ready, run, run.ac.signal, shared).then(
     () => clearTimeout(timer),
     (err) => {
       clearTimeout(timer)

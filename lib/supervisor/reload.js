@@ -57,7 +57,8 @@ function reload(m, o) {
   // Records before events: the record names the successor, then 'spawn'.
   writeState(m)
   emit(m, 'spawn', child)
-  const checked = m.o.ready === null ? Promise.resolve() : whenReady(m.o.ready, next, m.o.readyTimeoutMs, m.o.name)
+  const checked =
+    m.o.ready === null ? Promise.resolve() : whenReady(m.o.ready, next, m.o.readyTimeoutMs, m.o.name, { shared: true })
   checked.then(
     () => successorReady(m, r),
     (err) => successorNotReady(m, r, err),

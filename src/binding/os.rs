@@ -262,6 +262,28 @@ pub fn child_listens<'env>(
     })
 }
 
+/// Was our connection from local port `peer` to `port` accepted by `pid`
+/// or its group `pgid`? null where it cannot be told.
+#[napi(ts_return_type = "Promise<boolean | null>")]
+pub fn child_accepted<'env>(
+    env: &'env Env,
+    pid: f64,
+    pgid: Option<f64>,
+    port: f64,
+    peer: f64,
+) -> Result<PromiseRaw<'env, Option<bool>>> {
+    off_thread(env, move || {
+        let pid = to_pid(pid)?;
+        let pgid = pgid.map(to_pid).transpose()?.map(|p| p.as_raw());
+        Ok(facts::child_accepted(
+            pid,
+            pgid,
+            to_port(port)?,
+            to_port(peer)?,
+        ))
+    })
+}
+
 #[napi(object)]
 pub struct NativeMarked {
     pub pid: i32,

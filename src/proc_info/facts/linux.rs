@@ -16,7 +16,7 @@ use crate::proc_info::stat::{self, Stat, Terminal};
 use crate::proc_info::ProcState;
 
 pub use super::scan::marked_processes;
-pub use super::sockets::{child_listens, listening_inodes};
+pub use super::sockets::{child_accepted, child_listens, listening_inodes};
 
 /// `/proc` is this OS's process table.
 pub const PROCFS: bool = true;

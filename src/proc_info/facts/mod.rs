@@ -31,8 +31,9 @@ mod none;
 use none as imp;
 
 pub use imp::{
-    argv, cgroup_text, child_listens, comm, inode, listening_inodes, marked_processes, mountinfo,
-    open_own_terminal, other_threads_runnable, own_status, owner, stat, PROCFS,
+    argv, cgroup_text, child_accepted, child_listens, comm, inode, listening_inodes,
+    marked_processes, mountinfo, open_own_terminal, other_threads_runnable, own_status, owner,
+    stat, PROCFS,
 };
 pub use parse::OwnStatus;
 

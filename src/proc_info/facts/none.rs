@@ -63,6 +63,10 @@ pub fn child_listens(_pid: Pid, _pgid: Option<i32>, _port: u16) -> Option<bool> 
     None
 }
 
+pub fn child_accepted(_pid: Pid, _pgid: Option<i32>, _port: u16, _peer: u16) -> Option<bool> {
+    None
+}
+
 pub fn marked_processes(_entry: &[u8]) -> io::Result<Vec<Marked>> {
     Ok(Vec::new())
 }

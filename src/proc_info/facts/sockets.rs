@@ -71,18 +71,35 @@ fn holds_socket(pid: Pid, inodes: &HashSet<u64>) -> Option<bool> {
 /// read and no holder among those we may.
 pub fn child_listens(pid: Pid, pgid: Option<i32>, port: u16) -> Option<bool> {
     let inodes: HashSet<u64> = listening_inodes(port)?.into_iter().collect();
+    group_holds(pid, pgid, &inodes)
+}
+
+/// Was our connection from local port `peer` to `port` accepted by `pid`
+/// or a member of its group `pgid`? A reload's ready check on a held
+/// socket: the old daemon, serving on the same socket, may answer it.
+/// `None` where it cannot be told (netlink refused: `/proc/net/tcp` is not
+/// read for this, or fds we may not read).
+pub fn child_accepted(pid: Pid, pgid: Option<i32>, port: u16, peer: u16) -> Option<bool> {
+    let inodes: HashSet<u64> = listeners::accepted_inodes(port, peer)
+        .ok()?
+        .into_iter()
+        .collect();
+    group_holds(pid, pgid, &inodes)
+}
+
+fn group_holds(pid: Pid, pgid: Option<i32>, inodes: &HashSet<u64>) -> Option<bool> {
     if inodes.is_empty() {
         return None;
     }
     let mut unknown = false;
-    match holds_socket(pid, &inodes) {
+    match holds_socket(pid, inodes) {
         Some(true) => return Some(true),
         Some(false) => {}
         None => unknown = true,
     }
     let members = pgid.map(group_members).unwrap_or_default();
     for member in members.into_iter().filter(|&m| m != pid) {
-        match holds_socket(member, &inodes) {
+        match holds_socket(member, inodes) {
             Some(true) => return Some(true),
             Some(false) => {}
             None => unknown = true,
