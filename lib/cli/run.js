@@ -106,7 +106,9 @@ const RUN_WORDS = {
 function inRunWords(message) {
   return common
     .inOurWords(
-      message.replace(/\boptions\.listen\[(\d+)\](\.\w+)?/g, (_, i) => `--listen (the ${ordinal(i)})`),
+      message.replace(/\boptions\.listen\[(\d+)\](?:\.(\w+))?/g, (_, i, field) =>
+        field ? `the ${field} of the ${ordinal(i)} --listen` : `the ${ordinal(i)} --listen`,
+      ),
       RUN_WORDS,
     )
     .replace(/\boptions\.[\w.]*\w/g, (name) => common.inOurWords(`${name} `, RUN_WORDS).trimEnd())
@@ -307,6 +309,15 @@ async function main(argv, { help }) {
       { ...t },
       `${t.action} pid ${t.pid}${t.suspects.length ? ` (suspects, left alone: ${t.suspects.join(' ')})` : ''}`,
     ),
+  )
+  sup.on('reload', (r) =>
+    r.ok
+      ? log('reload', { from: r.from, to: r.to, ok: true }, `pid ${r.from} replaced by pid ${r.to}`)
+      : log(
+          'reload',
+          { from: r.from, to: r.to, ok: false, error: errorFields(r.error) },
+          `failed, pid ${r.from} serves on: ${common.describe(r.error)}`,
+        ),
   )
   sup.on('failed', (err) => log('failed', errorFields(err), common.describe(err)))
   sup.on('stopped', (r) => log('stopped', { result: r }, r ? r.outcome : ''))

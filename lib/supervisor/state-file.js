@@ -351,6 +351,9 @@ async function readRecordFile(file) {
   }
 }
 
+/** What a record's supervisor.hup may say. */
+const HUP = [null, 'stop', 'forward', 'reload']
+
 function validPid(v) {
   return Number.isInteger(v) && v >= 1 && v <= validate.PID_MAX
 }
@@ -379,6 +382,7 @@ function parseRecord(text) {
   ) {
     delete s.pidNamespace
   }
+  if (s.hup !== undefined && !HUP.includes(s.hup)) delete s.hup
   const c = r.child
   if (c !== null) {
     if (typeof c !== 'object' || !validPid(c.pid) || typeof c.identity !== 'string') return null
@@ -426,7 +430,7 @@ function readSupervisorState(stateFile) {
   if (text === null) return null
   const r = parseRecord(text)
   if (r === null) return null
-  const { pid, identity, mark, session, pidNamespace } = r.supervisor
+  const { pid, identity, mark, session, pidNamespace, hup } = r.supervisor
   // Written in another pid namespace (a container's record read from the
   // host): its pids are not this namespace's, and nothing it names can be
   // judged here. Neither is said to run; distrustSupervisorState refuses it.
@@ -452,7 +456,16 @@ function readSupervisorState(stateFile) {
   if (mark !== undefined) r.supervisor.mark = mark
   if (session !== undefined) r.supervisor.session = session
   if (pidNamespace !== undefined) r.supervisor.pidNamespace = pidNamespace
+  if (hup !== undefined) r.supervisor.hup = hup
   if (r.child !== null) r.child = { ...r.child, running: isRunning(r.child.pid, r.child.identity) }
+  // A reload's successor: judged as the child is; one that cannot be one is left out.
+  if (r.next !== undefined && r.next !== null) {
+    const n = r.next
+    r.next =
+      typeof n === 'object' && validPid(n.pid) && typeof n.identity === 'string'
+        ? { ...n, running: isRunning(n.pid, n.identity) }
+        : null
+  }
   if (r.child === null || !r.child.running) r.meta = null
   return r
 }
