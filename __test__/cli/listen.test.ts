@@ -86,6 +86,8 @@ describe.skipIf(process.platform !== 'linux')('procward run --listen', () => {
     const out = await cli(['reload', stateFile])
     expect(out.err).toMatch(/reloaded: pid \d+ replaced by pid \d+/)
     expect(out.code).toBe(0)
+    const st = await cli(['status', stateFile])
+    expect(st.out).toMatch(/Last reload: pid \d+ replaced by pid \d+, at /)
     running = false
     await loop
     expect(failed).toBe(0)
@@ -125,6 +127,8 @@ describe.skipIf(process.platform !== 'linux')('procward run --listen', () => {
     expect(out.err).toMatch(new RegExp(`reload failed, pid ${daemon} serves on: .*exited with code 3`))
     expect(await get(port)).toBe(daemon)
     expect(c.err).toContain('reload failed')
+    const st = await cli(['status', stateFile])
+    expect(st.out).toMatch(new RegExp(`Last reload: failed \\(pid ${daemon} served on\\): .*exited with code 3`))
   })
 
   it('procward reload refuses a supervisor started without --hup reload, and sends nothing', async () => {

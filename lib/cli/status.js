@@ -198,11 +198,25 @@ function lines(file, r, j, usage, now) {
     if (r.child.running && typeof r.child.status === 'string') field('Status', JSON.stringify(r.child.status))
     if (r.child.running) field('Health', healthText(r.child.health, now))
   }
+  // A reload under way: its successor starts beside the main pid.
+  if (r.next?.running) {
+    field('Reloading', `pid ${r.next.pid}: ${[r.next.command, ...r.next.args].join(' ')} (starting)`)
+  }
   field(
     'Supervisor',
     `pid ${r.supervisor.pid}, ${unseen ? 'not judged' : r.supervisor.running ? 'running' : 'gone'}; recorded state: ${r.state}`,
   )
   field('Restarts', String(r.restarts))
+  const reload = r.lastReload
+  if (reload && typeof reload === 'object' && when(reload.at) !== null) {
+    const at = when(reload.at)
+    field(
+      'Last reload',
+      reload.ok === true
+        ? `pid ${reload.from} replaced by pid ${reload.to}, at ${at}${ago(at, now)}`
+        : `failed (pid ${reload.from} served on): ${reload.error}, at ${at}${ago(at, now)}`,
+    )
+  }
   const lastExit = lastExitOf(r)
   if (lastExit !== null) {
     const exitAt = when(lastExit.at)
