@@ -13,7 +13,7 @@ import os from 'node:os'
 import { printTargets } from './util.mjs'
 
 const all = ['liveness', 'spawn', 'exit', 'scale', 'stop', 'exec', 'lock', 'supervisor', 'ready', 'cgroup']
-const known = [...all, 'soak', 'split', 'restart']
+const known = [...all, 'soak', 'split', 'restart', 'handover']
 // Options (`--name value`) are for the benchmarks to read from process.argv.
 const args = process.argv.slice(2)
 const names = args.filter((a, i) => !a.startsWith('--') && !args[i - 1]?.startsWith('--'))

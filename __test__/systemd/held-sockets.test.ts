@@ -43,7 +43,7 @@ async function daemonPid(): Promise<number | null> {
 /** Starts the counting client inside; its result once STOP is touched. */
 function client(): { result: Promise<{ ok: number; refused: number; other: string[]; pids: number[] }> } {
   removeInside(STOP)
-  const run = inside(['/usr/bin/node', `${FIX}/count-client.cjs`, String(PORT), STOP])
+  const run = inside(['/usr/bin/node', `${CHECKOUT}/bench/count-client.cjs`, String(PORT), STOP])
   return {
     result: run.then((r) => {
       if (r.code !== 0) throw new Error(`client: exit ${r.code}\n${r.stderr}`)
