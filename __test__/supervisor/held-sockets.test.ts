@@ -372,6 +372,21 @@ describe('reload(): a replacement no request sees', () => {
     expect(await refusedNow(port)).toBe('ECONNREFUSED')
   })
 
+  it('stop() right after a reload waits for the old daemon, still finishing its requests, too', async () => {
+    const [s, port] = await started(daemon())
+    const old = s.child?.pid as number
+    // A request the old daemon is serving holds its SIGTERM'd exit back.
+    const slow = get(port, '/slow?ms=1500').catch((e) => e)
+    await sleep(50)
+    await s.reload()
+    const next = s.child?.pid as number
+    expect(aliveInProcTable(old)).toBe(true)
+    await s.stop()
+    expect(aliveInProcTable(old)).toBe(false)
+    expect(aliveInProcTable(next)).toBe(false)
+    expect(((await slow) as Answer).pid).toBe(old)
+  })
+
   it('the old daemon crashing during the overlap: the successor takes over, one daemon serves', async () => {
     const [s, port] = await started(daemon())
     const old = s.child?.pid as number

@@ -78,6 +78,8 @@ function createMachine(face, o, actions) {
     reloading: null,
     /** The last reload's outcome, as the record shows it: { at, ok, from, to, error }, or null. */
     lastReload: null,
+    /** Children a reload replaced, being stopped (their grace: finishing their requests) until they have exited. */
+    draining: new Set(),
   }
   if (o.stateFile !== null) {
     m.records = new RecordWriter(o.stateFile, () => recordOf(m))

@@ -127,7 +127,13 @@ function swap(m, r) {
   // As any child that became ready: readyAt, meta, the record, then
   // 'ready' and 'running', then its health checks.
   life.becameReady(m, next)
-  old.retire(m.o.stopDefaults).catch(noop)
+  // Draining: a stop() waits for it too (see drained()).
+  m.draining.add(old)
+  old
+    .retire(m.o.stopDefaults)
+    .catch(noop)
+    .then(() => (old.exited ? old.heard : undefined))
+    .then(() => m.draining.delete(old))
   writeState(m).then(() => finish(m, r, null))
 }
 
@@ -163,6 +169,17 @@ function abandon(m, why, opts) {
   return retireSuccessor(r, opts)
 }
 
+/**
+ * stop(): the children reloads replaced that are still finishing their
+ * requests get what the stop asks for more (a SIGKILL, a shorter grace);
+ * resolves once every one has exited.
+ */
+function drained(m, opts) {
+  const runs = [...m.draining]
+  for (const run of runs) run.escalate(opts)
+  return Promise.all(runs.map((run) => run.heard))
+}
+
 /** The reload's outcome: the 'reload' event, then reload()'s promise. */
 function finish(m, r, err) {
   m.lastReload = {
@@ -186,4 +203,4 @@ function finish(m, r, err) {
 /** The actions of a reload. */
 const actions = { reload, swap, promote }
 
-module.exports = { actions, abandon }
+module.exports = { actions, abandon, drained }

@@ -8,7 +8,7 @@ const { abortError } = require('../validate')
 const { afterEnd } = require('./exit')
 const { spawn } = require('./life')
 const { clearTimer, dispatch, dispatchFor, emit, nextReady } = require('./machine')
-const { abandon } = require('./reload')
+const { abandon, drained } = require('./reload')
 
 const noop = () => {}
 
@@ -28,8 +28,9 @@ function stop(m, opts) {
   // promise settles only when nothing of this run is left.
   const waiting = m.waiters
   m.waiters = []
-  // A reload's successor goes too, with the same options.
-  const abandoned = abandon(m, 'stop()', opts)
+  // A reload's successor goes too, with the same options, and the stop
+  // ends once the daemons reloads replaced have finished too.
+  const abandoned = Promise.all([abandon(m, 'stop()', opts), drained(m, opts)])
   m.stopping = stopFlow(m, opts, waiting, abandoned)
   // A takeover under way stops its orphan with the stop defaults; a stop
   // that asks for more (SIGKILL, a shorter grace) passes it on.
