@@ -111,7 +111,14 @@ describe.skipIf(INIT === 0)('procward run under a socket unit', { timeout: 120_0
       )
       await new Promise((r) => setTimeout(r, 300))
     }
+    writeInside(STOP, '')
+    const killing = await c.result
+    expect(killing.refused).toBe(0)
+    // A request the killed daemon had accepted is lost (as under systemd alone): reset, never refused.
+    for (const code of killing.other) expect(['ECONNRESET', 'socket hang up']).toContain(code)
+    expect(killing.ok).toBeGreaterThan(0)
     // systemctl reload, twice: RELOADING=1, then READY=1 once the new daemon serves.
+    const r2 = client()
     await logLevel('debug')
     const mark = await cursor()
     for (let i = 0; i < 2; i++) {
@@ -128,7 +135,7 @@ describe.skipIf(INIT === 0)('procward run under a socket unit', { timeout: 120_0
       )
     }
     writeInside(STOP, '')
-    const seen = await c.result
+    const seen = await r2.result
     expect(seen.refused).toBe(0)
     expect(seen.other).toEqual([])
     expect(seen.ok).toBeGreaterThan(0)
