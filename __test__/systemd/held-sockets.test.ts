@@ -11,7 +11,6 @@ import {
   CHECKOUT,
   cursor,
   dropUnits,
-  FIX,
   INIT,
   inside,
   installUnit,
