@@ -35,6 +35,12 @@ export const isRoot = process.getuid?.() === 0
  * that part.
  */
 export const IS_BUN = typeof process.versions.bun === 'string'
+/**
+ * The Node that runs a daemon serving on an inherited socket
+ * (`server.listen({ fd: 3 })`): Bun's node:http accepts nothing on one
+ * (1.4.5), so under Bun the test daemons run on the Node on PATH.
+ */
+export const DAEMON_NODE = IS_BUN ? 'node' : NODE
 
 /** python3 with ctypes is here (the ptrace fixture needs it). */
 export function hasPython(): boolean {

@@ -7,9 +7,9 @@ import { writeFileSync } from 'node:fs'
 import http from 'node:http'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { aliveInProcTable, FIXTURES, freePort, tempDirs, trackProcesses } from '../helpers'
+import { aliveInProcTable, DAEMON_NODE, FIXTURES, freePort, tempDirs, trackProcesses } from '../helpers'
 import { recordWhen } from '../supervisor/helpers'
-import { Cli, NODE, cli as runCli } from './cli-process'
+import { Cli, cli as runCli } from './cli-process'
 
 const { others } = trackProcesses()
 const tempDir = tempDirs('procward-cli-listen-')
@@ -46,7 +46,7 @@ async function served(extra: string[] = []) {
     'reload',
     ...extra,
     '--',
-    NODE,
+    DAEMON_NODE,
     DAEMON,
   ])
   const r = await recordWhen(stateFile, (r) => r.state === 'running', 'running')
@@ -114,7 +114,7 @@ describe.skipIf(process.platform !== 'linux')('procward run --listen', () => {
       '--hup',
       'reload',
       '--',
-      NODE,
+      DAEMON_NODE,
       DAEMON,
       '--fail-if',
       failFile,
@@ -134,7 +134,7 @@ describe.skipIf(process.platform !== 'linux')('procward run --listen', () => {
   it('procward reload refuses a supervisor started without --hup reload, and sends nothing', async () => {
     const stateFile = join(tempDir(), 'plain.json')
     const port = await freePort()
-    const c = new Cli(others, ['run', '--state-file', stateFile, '--listen', String(port), '--', NODE, DAEMON])
+    const c = new Cli(others, ['run', '--state-file', stateFile, '--listen', String(port), '--', DAEMON_NODE, DAEMON])
     const r = await recordWhen(stateFile, (r) => r.state === 'running', 'running')
     const out = await cli(['reload', stateFile])
     expect(out.code).toBe(1)

@@ -11,6 +11,7 @@ import { describe, expect, it } from 'vitest'
 import { readSupervisorState, type Supervisor, type SupervisorOptions } from '../../index.js'
 import {
   aliveInProcTable,
+  DAEMON_NODE,
   FIXTURES,
   NODE,
   PROCWARD,
@@ -79,7 +80,7 @@ function clientLoop(port: number) {
 
 function daemon(more: Partial<SupervisorOptions> = {}, args: string[] = []): SupervisorOptions {
   return {
-    command: NODE,
+    command: DAEMON_NODE,
     args: [DAEMON, ...args],
     listen: [{ port: 0 }],
     ready: { stdout: 'serving' },
@@ -339,7 +340,7 @@ describe('reload(): a replacement no request sees', () => {
     const old = s.child?.pid as number
     const spawns: number[] = []
     s.on('spawn', (c) => spawns.push(c.pid))
-    const first = s.reload({ args: [DAEMON, '--delay-ms', '300'] })
+    const first = s.reload({ args: [DAEMON, '--delay-ms', '2000'] })
     const second = s.reload()
     await waitFor(() => spawns.length === 1, 5000, 'the successor spawned')
     const next = spawns[0]
