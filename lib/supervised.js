@@ -5,6 +5,7 @@
 const { EventEmitter } = require('node:events')
 const fs = require('node:fs')
 const net = require('node:net')
+const { Readable } = require('node:stream')
 const native = require('../binding.js')
 const { brand, callNative, errnoText, fromNative, nativeInfo, rangeError, systemError } = require('./errors')
 const {
@@ -50,15 +51,32 @@ function startStop(start, finish) {
 }
 
 const IS_DENO = typeof process.versions.deno === 'string'
+const IS_BUN = typeof process.versions.bun === 'string'
+const noop = () => {}
 
 function pipeStream(fd, n) {
   if (fd < 0) return null
   // Node: a non-blocking libuv pipe, as child_process uses. Deno's net.Socket
   // adopts an fd too, and its fs streams cannot use one it did not open
-  // (EBADF). Bun's net.Socket cannot adopt an fd, and its fs streams read
-  // pipes without a threadpool.
+  // (EBADF). Bun's net.Socket cannot adopt an fd.
   if (IS_NODE || IS_DENO) return new net.Socket({ fd, readable: n !== 0, writable: n === 0 })
-  return n === 0 ? fs.createWriteStream(null, { fd }) : fs.createReadStream(null, { fd })
+  if (n === 0) return fs.createWriteStream(null, { fd })
+  return IS_BUN ? bunPipeReader(fd) : fs.createReadStream(null, { fd })
+}
+
+/**
+ * A pipe's read end under Bun, read on Bun's own event loop (Bun.file's
+ * stream polls a pipe), as a Node Readable. Not fs.createReadStream: Bun
+ * reads a pipe with it by a blocking read on its threadpool, one thread per
+ * silent pipe, and with as many silent pipes as the pool has threads (two
+ * on two cores: a reload's two daemons, two supervisors' line checks) every
+ * fs call of the process waited for one of them to speak. The stream never
+ * closes the fd: it is closed here once the stream is done.
+ */
+function bunPipeReader(fd) {
+  const stream = Readable.fromWeb(globalThis.Bun.file(fd).stream(), { highWaterMark: 64 * 1024 })
+  stream.once('close', () => fs.close(fd, noop))
+  return stream
 }
 
 class SupervisedProcess extends EventEmitter {

@@ -5,7 +5,7 @@
 // before (two-streams.py), so that order is known.
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { trackProcesses } from '../helpers'
+import { IS_BUN, trackProcesses } from '../helpers'
 import { CLI, CLI_FIXTURES, Cli, NODE } from './cli-process'
 
 const { others } = trackProcesses()
@@ -59,7 +59,11 @@ describe('procward run --prefix: whole lines, in the order read', () => {
     expect(exit).toBeGreaterThan(last)
   })
 
-  it('keeps stdout and stderr in the order read, through a slow reader', async () => {
+  // Under Bun the pipes are read on its event loop (a blocking read per pipe
+  // on its threadpool stalled every fs call of the process: see
+  // __test__/spawn/silent-pipes.test.ts), which may take a stderr line
+  // before stdout written just before it while stdout is held back.
+  it.skipIf(IS_BUN)('keeps stdout and stderr in the order read, through a slow reader', async () => {
     // 5 lines, a stderr line, 1000 lines (one write), a stderr line: 40 times.
     const round = (r: number) => [`1*5:out ${r}.%d\\n`, `2:err ${r}.a\\n`, `1*1000:out ${r}.b%d\\n`, `2:err ${r}.c\\n`]
     const script = Array.from({ length: 40 }, (_, r) => round(r))

@@ -38,7 +38,9 @@ describe('the CLI', () => {
   const INTERNALS: Record<string, string[]> = {
     'common.js': ['../os.js'],
     'lock.js': ['../pg.js'],
-    'run.js': ['../init.js', '../supervisor/notify-out.js', '../spawn-options.js'],
+    'run.js': ['../init.js', '../supervisor/notify-out.js', '../spawn-options.js', '../supervisor/sockets.js'],
+    // A pidfd-checked SIGHUP to the recorded supervisor.
+    'reload.js': ['../supervisor/procfs.js'],
   }
 
   it('lib/cli/ requires only the package entry, node: modules, its own files (and the internals a verb names)', () => {
