@@ -3,6 +3,10 @@
 //! across the child's restarts, so that a connection arriving while no
 //! daemon runs waits in the kernel's backlog instead of being refused.
 //!
+//! Linux only: the children get them with a `LISTEN_PID` of their own,
+//! which only the Linux spawn (code of ours between clone and exec) can
+//! set; elsewhere the binding has no such functions and `listen` is refused.
+//!
 //! Every socket here is blocking and close-on-exec: the supervisor never
 //! accepts on it (the flag on the open file description is the daemons'),
 //! and no other child of this process (`child_process`, a second
@@ -31,8 +35,13 @@ fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
 }
 
 fn new_socket(family: libc::c_int) -> io::Result<OwnedFd> {
+    socket_with(family, 0)
+}
+
+fn socket_with(family: libc::c_int, flags: libc::c_int) -> io::Result<OwnedFd> {
     // SAFETY: socket takes plain integers and returns a new fd or -1.
-    let fd = cvt(unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) })?;
+    let fd =
+        cvt(unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC | flags, 0) })?;
     // SAFETY: the kernel just gave us this fd.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
@@ -143,12 +152,14 @@ fn bind_unix(fd: &OwnedFd, path: &Path) -> io::Result<()> {
 
 /// Whether a unix socket at `path` has a listener: a connect is refused
 /// (ECONNREFUSED) only when nobody listens, the file of a dead holder.
+/// Non-blocking: a blocking unix connect to a listener whose queue is full
+/// waits for room (for ever, if it never accepts); this one fails EAGAIN,
+/// which says someone listens.
 fn has_listener(path: &Path) -> io::Result<bool> {
-    let probe = new_socket(libc::AF_UNIX)?;
+    let probe = socket_with(libc::AF_UNIX, libc::SOCK_NONBLOCK)?;
     let (sun, len) = sockaddr_un(path)?;
-    // SAFETY: connect reads `len` bytes of the address we built; a unix
-    // stream connect never waits on a listening socket (it queues) and fails
-    // at once on one without a listener.
+    // SAFETY: connect reads `len` bytes of the address we built; on a
+    // non-blocking unix socket it completes or fails at once.
     let r = unsafe {
         libc::connect(
             probe.as_raw_fd(),
@@ -371,5 +382,37 @@ mod tests {
         assert_eq!(adopt(raw).unwrap_err().raw_os_error(), Some(libc::EINVAL));
         // SAFETY: closes the fd adopt refused (and so did not take).
         unsafe { libc::close(raw) };
+    }
+
+    #[test]
+    fn a_live_listener_with_a_full_queue_is_in_use_and_the_probe_never_waits() {
+        let dir = std::env::temp_dir().join(format!("procward-held-full-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("full.sock");
+        let live = listen_unix(&path, None, 0).unwrap();
+        // Fill its queue: non-blocking connects until one would wait.
+        let mut queued = Vec::new();
+        for _ in 0..64 {
+            let c = socket_with(libc::AF_UNIX, libc::SOCK_NONBLOCK).unwrap();
+            let (sun, len) = sockaddr_un(&path).unwrap();
+            // SAFETY: connect reads `len` bytes of the address we built.
+            let r = unsafe {
+                libc::connect(
+                    c.as_raw_fd(),
+                    (&sun as *const libc::sockaddr_un).cast(),
+                    len,
+                )
+            };
+            if r != 0 {
+                break;
+            }
+            queued.push(c);
+        }
+        let e = listen_unix(&path, None, 8).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EADDRINUSE));
+        drop(queued);
+        drop(live);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -21,7 +21,7 @@ pub mod cgroup;
 pub mod duration;
 pub mod errors;
 pub mod exit_watch;
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 pub mod held_sockets;
 #[cfg(target_os = "linux")]
 pub mod listeners;

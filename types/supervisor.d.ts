@@ -81,8 +81,9 @@ export declare class Supervisor extends TypedEventEmitter<SupervisorEvents> impl
    * `ERR_READY_FAILED` or `ERR_RELOAD_FAILED`); `stop()` or `restart()`
    * during the overlap stop the successor too (`ERR_RELOAD_ABANDONED`). If
    * the old daemon exits first, the successor takes its place and the
-   * promise settles at its ready. Concurrent calls share one. Where no
-   * daemon runs (starting, backoff, stopped), it is `restart()`.
+   * promise settles at its ready. Concurrent calls share one (the first
+   * call's arguments). Where no daemon runs (starting, backoff, stopped),
+   * it is `restart()`, its outcome said as a reload's.
    * @throws `code: 'ERR_RELOAD_WITHOUT_LISTEN'` (a rejection) without `options.listen`.
    */
   reload(options?: {

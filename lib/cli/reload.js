@@ -59,10 +59,14 @@ async function main(argv, { help }) {
     const outcome = now?.lastReload ?? null
     if (outcome !== null && outcome.at !== before) {
       if (outcome.ok) {
-        say(`reloaded: pid ${outcome.from} replaced by pid ${outcome.to}`)
+        say(
+          outcome.from === null
+            ? `reloaded: pid ${outcome.to} serves (none served before)`
+            : `reloaded: pid ${outcome.from} replaced by pid ${outcome.to}`,
+        )
         return 0
       }
-      say(`reload failed, pid ${outcome.from} serves on: ${outcome.error}`)
+      say(`reload failed${outcome.from === null ? '' : `, pid ${outcome.from} serves on`}: ${outcome.error}`)
       return 1
     }
     if (now === null || !now.supervisor.running || now.supervisor.pid !== r.supervisor.pid) {

@@ -183,13 +183,15 @@ function listenEntry(text) {
  */
 function activated(selected) {
   const env = process.env
-  if (env.LISTEN_PID !== String(process.pid) || !/^[1-9]\d*$/.test(env.LISTEN_FDS ?? '')) return null
+  const ours = env.LISTEN_PID === String(process.pid) && /^[1-9]\d*$/.test(env.LISTEN_FDS ?? '')
   const count = Number(env.LISTEN_FDS)
   const names = (env.LISTEN_FDNAMES ?? '').split(':')
-  // As sd_listen_fds(unset_environment=1): no child is told of fds it does not have.
+  // As sd_listen_fds(unset_environment=1), whoever they were meant for: no
+  // child is told of fds it does not have.
   delete env.LISTEN_PID
   delete env.LISTEN_FDS
   delete env.LISTEN_FDNAMES
+  if (!ours) return null
   const sockets = require('../supervisor/sockets.js')
   return sockets.adopt(count, names, selected)
 }
@@ -316,7 +318,7 @@ async function main(argv, { help }) {
       : log(
           'reload',
           { from: r.from, to: r.to, ok: false, error: errorFields(r.error) },
-          `failed, pid ${r.from} serves on: ${common.describe(r.error)}`,
+          `failed${r.from === null ? '' : `, pid ${r.from} serves on`}: ${common.describe(r.error)}`,
         ),
   )
   sup.on('failed', (err) => log('failed', errorFields(err), common.describe(err)))

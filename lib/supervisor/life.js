@@ -51,7 +51,8 @@ function spawn(m) {
   m.run = run
   let child
   try {
-    child = spawnChild(m, run, true)
+    // Alone on the sockets unless a daemon a reload replaced still drains.
+    child = spawnChild(m, run, m.draining.size === 0)
   } catch (err) {
     // Heard on the next turn: so that a start() caller has its listeners
     // on, and a zero backoff never recurses.

@@ -312,26 +312,31 @@ function checkOptions(options) {
 
 /** What held sockets rule out: a port check on a held address, an adopted daemon, a readiness fd among theirs. */
 function checkHeld(opts) {
-  if (opts.listen === null) return
+  if (opts.listen === null && opts.adopted === null) return
+  const ports = [
+    ...(opts.listen ?? []).filter((e) => e.port !== undefined && e.port !== 0).map((e) => e.port),
+    ...(opts.adopted?.ports ?? []),
+  ]
   const why =
     'a connect to a held port always succeeds (the kernel queues it until a daemon accepts), so it tells nothing: use { http }, { notify: true }, a line or a function'
   for (const [check, name] of [
     [opts.ready, 'options.ready'],
     [opts.health, 'options.health.check'],
   ]) {
-    if (check?.kind === 'port' && sockets.holds(opts.listen, check.port, check.host)) {
+    if (check?.kind === 'port' && sockets.holds(ports, check.port)) {
       throw typeError(`${name} { port: ${check.port} } is a port of options.listen: ${why}`, 'ERR_INVALID_ARG_VALUE')
     }
   }
-  if (opts.takeover === 'adopt') {
+  if (opts.takeover === 'adopt' && opts.listen !== null) {
     throw typeError(
       "options.listen cannot be combined with takeover: 'adopt': an adopted daemon serves on its own copy of the sockets, which a successor can neither take over nor bind again while it runs",
       'ERR_INVALID_ARG_VALUE',
     )
   }
-  if (opts.ready?.kind === 'notify' && opts.ready.fd < 3 + opts.listen.length) {
+  const count = opts.listen?.length ?? opts.adopted?.names.length ?? 0
+  if (opts.ready?.kind === 'notify' && opts.ready.fd < 3 + count) {
     throw typeError(
-      `options.ready.notifyFd ${opts.ready.fd} is one of the held sockets' fds (3..${2 + opts.listen.length}): choose ${3 + opts.listen.length} or above`,
+      `options.ready.notifyFd ${opts.ready.fd} is one of the held sockets' fds (3..${2 + count}): choose ${3 + count} or above`,
       'ERR_INVALID_ARG_VALUE',
     )
   }

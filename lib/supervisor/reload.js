@@ -23,10 +23,10 @@
 const { OwnRun } = require('./attempt')
 const { exited } = require('./exit')
 const life = require('./life')
-const { dispatch, dispatchFor, emit, nextReady, writeState } = require('./machine')
+const { dispatch, dispatchFor, emit, liveRun, nextReady, writeState } = require('./machine')
 const { whenReady } = require('./readiness')
 const { nowIso } = require('./state-file')
-const { describeExit, supervisorError } = require('./words')
+const { describeExit, messageOf, supervisorError } = require('./words')
 
 const noop = () => {}
 
@@ -180,27 +180,40 @@ function drained(m, opts) {
   return Promise.all(runs.map((run) => run.heard))
 }
 
-/** The reload's outcome: the 'reload' event, then reload()'s promise. */
+/** The reload's outcome: the record, the 'reload' event, then reload()'s promise. */
 function finish(m, r, err) {
-  m.lastReload = {
-    at: nowIso(),
-    ok: err === null,
-    from: r.from?.pid ?? null,
-    to: r.next.pid,
-    error: err === null ? null : (err.message ?? String(err)),
-  }
-  writeState(m)
-  emit(m, 'reload', {
-    from: r.from?.pid ?? null,
-    to: r.next.pid,
-    ok: err === null,
-    error: err,
-  })
+  said(m, r.from?.pid ?? null, r.next.pid, err)
   if (err === null) r.resolve()
   else r.reject(err)
+}
+
+/** A reload's outcome, as the record (lastReload) and the 'reload' event say it. */
+function said(m, from, to, err) {
+  m.lastReload = { at: nowIso(), ok: err === null, from, to, error: err === null ? null : messageOf(err) }
+  writeState(m)
+  emit(m, 'reload', { from, to, ok: err === null, error: err })
+}
+
+/**
+ * reload() where no daemon serves (starting, backoff, stopped) or a
+ * restart is under way: `ready`, the restart standing for it, is its
+ * answer; its outcome is said as a reload's (the record, 'reload', and the
+ * service manager's RELOADING=1 … READY=1), so that `procward reload` and
+ * `systemctl reload` hear one whatever the state.
+ */
+function standIn(m, ready) {
+  m.manager?.reloading()
+  const from = liveRun(m)?.pid ?? null
+  return ready.then(
+    () => said(m, from, liveRun(m)?.pid ?? null, null),
+    (err) => {
+      said(m, from, null, err)
+      throw err
+    },
+  )
 }
 
 /** The actions of a reload. */
 const actions = { reload, swap, promote }
 
-module.exports = { actions, abandon, drained }
+module.exports = { actions, abandon, drained, standIn }

@@ -120,13 +120,14 @@ function checkListen(value) {
   return Object.freeze(entries)
 }
 
-/** Whether a connect to `host:port` would reach one of the held sockets (a ready or health check on it tells nothing). */
-function holds(entries, port, host) {
-  if (entries === null) return false
-  const wild = (h) => h === '0.0.0.0' || h === '::'
-  return entries.some(
-    (e) => e.port !== undefined && e.port !== 0 && e.port === port && (e.host === host || wild(e.host)),
-  )
+/**
+ * Whether a port check on `port` may reach one of the held TCP ports (it
+ * then tells nothing). By port alone: a host can name a held address in
+ * many ways ('localhost', '::ffff:127.0.0.1', a wildcard's interfaces), and
+ * a check on the same port of another interface is no use case.
+ */
+function holds(ports, port) {
+  return ports.includes(port)
 }
 
 /** How an entry is said in an error: the caller's address. */
@@ -189,6 +190,11 @@ class HeldSockets {
         return Object.freeze(out)
       }),
     )
+  }
+
+  /** The TCP ports held (a port 0's real one). */
+  get ports() {
+    return this.listening.filter((l) => l.port !== undefined).map((l) => l.port)
   }
 
   /** The spawn's package-internal option: the fds (the spawn copies them), names, and whether to hand them blocking. */

@@ -134,8 +134,15 @@ class Supervisor extends EventEmitter {
           `${m.o.name} holds no sockets (options.listen): a reload needs them to overlap two daemons; use restart()`,
         )
       }
-      if (m.restarting !== null && LIVE.has(this.state) && m.reloading === null) return m.restarting
-      return dispatch(m, 'reload', o)
+      // A restart under way is joined; where no daemon serves, the restart
+      // the table runs stands for the reload. Either way its outcome is
+      // said as a reload's.
+      if (m.restarting !== null && LIVE.has(this.state) && m.reloading === null) {
+        return reload.standIn(m, m.restarting)
+      }
+      const overlaps = m.sub === 'running' || m.sub === 'unhealthy'
+      const answer = dispatch(m, 'reload', o)
+      return overlaps ? answer : reload.standIn(m, answer)
     })
   }
 

@@ -10,7 +10,7 @@ pub mod cgroup;
 pub mod child;
 pub mod convert;
 pub mod errors;
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 pub mod held_sockets;
 mod js_loop;
 pub mod liveness;

@@ -1,7 +1,9 @@
-// An adversarial review of held sockets and reload(): attacks where users
-// run them, each a real process. A test that fails here is a finding (the
-// lead fixes lib/ or src/); one that passes is an attack that held, kept
-// for what it asserts. Bounds on correctness, never on speed.
+// Held sockets and reload() where users run them, from an adversarial
+// review: a listener whose queue is full, a reload in backoff (its outcome
+// still said, to procward reload too), a port check naming a held port in
+// another way, socket activation, fd leaks across many reloads, IPv6, a
+// successor that exits 0, a symlinked path, start() after stop(), few fds,
+// a forged record. Real processes; bounds on correctness, never on speed.
 import { type ChildProcess, execFile } from 'node:child_process'
 import { readFileSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
@@ -30,7 +32,7 @@ import {
 import { eventsOf, recordWhen, SUPERVISOR_COPY, trackSupervisors } from './helpers'
 
 const { others } = trackProcesses()
-const tempDir = tempDirs('procward-red-')
+const tempDir = tempDirs('procward-held-edges-')
 const supervisor = trackSupervisors()
 const cli = (args: string[]) => runCli(others, args)
 const DAEMON = join(FIXTURES, 'listen-daemon.cjs')
@@ -96,7 +98,7 @@ os.environ.update(LISTEN_FDS='1', LISTEN_FDNAMES='web', LISTEN_PID=str(os.getpid
 os.execv(sys.argv[2], sys.argv[2:])
 `
 
-describe.skipIf(process.platform !== 'linux')('red team: held sockets', () => {
+describe.skipIf(process.platform !== 'linux')('held sockets: what an adversarial review found', () => {
   it.skipIf(!hasPython())(
     'a unix path whose live listener has a full backlog: start() rejects EADDRINUSE, it does not hang the process',
     async () => {
@@ -150,8 +152,10 @@ time.sleep(600)`,
     expect(s.state).toBe('running')
     expect(events).toHaveLength(1)
     expect(events[0]?.ok).toBe(true)
-    const r = await recordWhen(stateFile, (r) => r.state === 'running', 'running')
-    expect(r.lastReload).not.toBe(null)
+    // Said in the record once the restart standing for it is ready.
+    const r = await recordWhen(stateFile, (r) => r.state === 'running' && r.lastReload != null, 'the outcome recorded')
+    expect(r.lastReload?.ok).toBe(true)
+    expect(r.lastReload?.to).toBe(s.child?.pid)
   })
 
   it('procward reload of a supervisor in backoff: exit 0 once its daemon serves, not a wait for its timeout', async () => {
@@ -221,7 +225,7 @@ time.sleep(600)`,
   )
 })
 
-describe.skipIf(process.platform !== 'linux')('red team: attacks that held', () => {
+describe.skipIf(process.platform !== 'linux')('held sockets: attacks that held', () => {
   it('10 reloads, 5 restarts and 5 kill -9s leave no fd of the supervisor open and no daemon alive after stop()', async () => {
     // A first life, so that what Node and libuv open once (an epoll fd of
     // a thread, /dev/null for ignored stdio) is in `before`.
@@ -322,7 +326,7 @@ describe.skipIf(process.platform !== 'linux')('red team: attacks that held', () 
   })
 
   it("procward's own EMFILE at bind, spawn and reload: rejected with a code, nothing uncaught, no daemon left", async () => {
-    const { stdout } = await runWithFewFds('red-listen-emfile.cjs', DAEMON)
+    const { stdout } = await runWithFewFds('listen-emfile.cjs', DAEMON)
     const r = JSON.parse(stdout.trim().split('\n').at(-1) as string) as {
       runs: { spare: number; start: string; reload: string | null; spawned: number[]; alive: number[] }[]
       uncaught: string[]
