@@ -312,6 +312,31 @@ describe('the child starts clean', () => {
     }
   })
 
+  it('sees every change of process.env between spawns (added, set again, deleted)', async () => {
+    // On Bun the converted process.env is kept from one spawn to the next:
+    // each change here must reach the very next child.
+    const seen = async () => {
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansion, not a template
+      const p = sup('sh', ['-c', 'printf "%s" "${PROCWARD_TEST_CHANGING-unset}"'], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      })
+      return readAll(p.stdout)
+    }
+    try {
+      expect(await seen()).toBe('unset')
+      expect(await seen()).toBe('unset')
+      process.env.PROCWARD_TEST_CHANGING = 'one'
+      expect(await seen()).toBe('one')
+      process.env.PROCWARD_TEST_CHANGING = 'two'
+      expect(await seen()).toBe('two')
+      expect(await seen()).toBe('two')
+      delete process.env.PROCWARD_TEST_CHANGING
+      expect(await seen()).toBe('unset')
+    } finally {
+      delete process.env.PROCWARD_TEST_CHANGING
+    }
+  })
+
   it('passes an inherited environment through byte for byte (not UTF-8 included)', async (ctx) => {
     // Bun's process.env holds strings decoded as UTF-8 and its writes never
     // reach the C environ, so procward hands a child process.env, as Bun's

@@ -416,6 +416,7 @@ pub fn spawn_supervised(
             .map(|backend| (callback, backend))
             .map_err(|e| JsErr::os(&e, exit_watch::WATCH_CALL).into_napi(&env))
     });
+    spawn_trace::mark(spawn_trace::RETURN);
     match watching {
         Ok((callback, backend)) => Ok(NativeChild {
             watched,
