@@ -140,6 +140,20 @@ function markedProcesses(entry) {
   return toldLater([], native.markedProcesses, entry)
 }
 
+/**
+ * The summed resident memory (bytes) of the processes in process group
+ * `pgid` now, read off the JS thread; null when none is left, or where it
+ * cannot be told.
+ */
+function groupRss(pgid) {
+  return toldLater(null, native.groupRss, pgid)
+}
+
+/** As groupRss, for the processes of the cgroup at `dir` (a path under the cgroup2 mount). */
+function cgroupRss(dir) {
+  return toldLater(null, native.cgroupRss, dir)
+}
+
 module.exports = {
   WINDOWS,
   PROCFS,
@@ -156,4 +170,6 @@ module.exports = {
   listeningInodes,
   childListens,
   markedProcesses,
+  groupRss,
+  cgroupRss,
 }

@@ -80,11 +80,18 @@ describe('a config that cannot run is refused in the constructor', () => {
       'daemons.web.ready.port must be an integer in 1..=65535, got 0',
     ],
     [
-      'memoryLimit (not supported: not an option at all)',
-      () => ({ daemons: { web: { ...cmd, memoryLimit: 1 << 30 } } }),
+      'an unknown key of a daemon (the group keys listed too)',
+      () => ({ daemons: { web: { ...cmd, maxMemory: 1 << 30 } } }),
       'TypeError',
       'ERR_INVALID_ARG_VALUE',
-      'daemons.web.memoryLimit is not an option of a daemon (command, args, name, spawn, restart, backoff, crashLoop, ready, readyTimeoutMs, health, stateFile, takeover, handleSignals, notify, meta, after, log)',
+      'daemons.web.maxMemory is not an option of a daemon (command, args, name, spawn, restart, backoff, crashLoop, ready, readyTimeoutMs, health, stateFile, takeover, handleSignals, notify, meta, after, memoryLimit, log)',
+    ],
+    [
+      'a memoryLimit of 0',
+      () => ({ daemons: { web: { ...cmd, memoryLimit: 0 } } }),
+      'RangeError',
+      'ERR_OUT_OF_RANGE',
+      'daemons.web.memoryLimit must be an integer in 1..=9007199254740991, got 0',
     ],
     [
       'a bad spawn option',

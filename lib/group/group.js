@@ -9,9 +9,11 @@
 const { EventEmitter } = require('node:events')
 const fs = require('node:fs/promises')
 const { Supervisor } = require('../supervisor')
+const { EXIT_REASON } = require('../supervisor/exit')
 const { abortError } = require('../validate')
 const { checkGroupConfig, daemonError } = require('./config')
 const { LogFile } = require('./log-file')
+const { MemoryWatch } = require('./memory')
 
 const noop = () => {}
 
@@ -36,7 +38,7 @@ function startError(name, cause) {
 }
 
 class SupervisorGroup extends EventEmitter {
-  /** name → { name, sup, after, dependents, log (LogFile | null), lines: { stdout, stderr } }, in start order. */
+  /** name → { name, sup, after, dependents, log (LogFile | null), memory (MemoryWatch | null), lines: { stdout, stderr } }, in start order. */
   #daemons = new Map()
   #supervisors
   #stateDir
@@ -67,6 +69,7 @@ class SupervisorGroup extends EventEmitter {
     for (const d of c.daemons) {
       const daemon = { name: d.name, sup: sups.get(d.name), after: d.after, dependents: d.dependents }
       daemon.log = d.log === null ? null : new LogFile(d.log)
+      daemon.memory = d.memoryLimit === null ? null : this.#watchMemory(daemon, d)
       this.#daemons.set(d.name, daemon)
       this.#forward(daemon)
     }
@@ -173,6 +176,7 @@ class SupervisorGroup extends EventEmitter {
       const stopped = (async () => {
         // Dependents come first in this loop: theirs are set.
         await Promise.all(d.dependents.map((name) => done.get(name)))
+        d.memory?.close()
         try {
           await d.sup.stop()
         } catch (err) {
@@ -184,6 +188,21 @@ class SupervisorGroup extends EventEmitter {
     }
     await Promise.all(done.values())
     if (errors.length > 0) throw errors[0]
+  }
+
+  /**
+   * `d`'s memoryLimit: each child its Supervisor spawns is watched; one
+   * over the limit is stopped ('memory' emitted), and its exit is the
+   * Supervisor's crash with reason 'memory'.
+   */
+  #watchMemory(daemon, d) {
+    const { name, sup } = daemon
+    const watch = new MemoryWatch(d.memoryLimit, d.options.spawn?.stop, (over) =>
+      this.emit('memory', { name, ...over }),
+    )
+    sup[EXIT_REASON] = (info) => watch.reasonOf(info)
+    sup.on('spawn', (child) => watch.watch(child))
+    return watch
   }
 
   /** Re-emits `d`'s Supervisor's events as the group's, and feeds its log. */

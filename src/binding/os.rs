@@ -292,3 +292,26 @@ pub fn marked_processes<'env>(
             .collect())
     })
 }
+
+/// The summed RSS (bytes) of process group `pgid`'s members now, or null
+/// when none is left (or there is no `/proc`). A scan of the table: off
+/// the JS thread.
+#[napi(ts_return_type = "Promise<number | null>")]
+pub fn group_rss<'env>(env: &'env Env, pgid: f64) -> Result<PromiseRaw<'env, Option<f64>>> {
+    off_thread(env, move || {
+        let pgid = to_pid(pgid)?.as_raw();
+        // Bytes far below 2^53.
+        Ok(facts::group_rss(pgid).map_err(read_err)?.map(|b| b as f64))
+    })
+}
+
+/// The summed RSS (bytes) of the processes of cgroup `dir` now, or null
+/// when it is gone or empty.
+#[napi(ts_return_type = "Promise<number | null>")]
+pub fn cgroup_rss<'env>(env: &'env Env, dir: String) -> Result<PromiseRaw<'env, Option<f64>>> {
+    off_thread(env, move || {
+        let rss = facts::cgroup_rss(Path::new(&dir))
+            .map_err(|e| JsErr::os(&e, "read").path(Path::new(&dir)))?;
+        Ok(rss.map(|b| b as f64))
+    })
+}

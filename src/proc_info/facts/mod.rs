@@ -17,6 +17,9 @@
 
 pub mod parse;
 
+mod memory;
+pub use memory::{cgroup_rss, group_rss};
+
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
