@@ -62,6 +62,16 @@ export interface GroupConfig {
   /** Each daemon's state file, unless its `stateFile` says: `<stateDir>/<name>.json` (created, mode 0700, at start). */
   stateDir?: string | undefined
   /**
+   * The group is one main process to the service manager that started this
+   * process (NOTIFY_SOCKET: a systemd `Type=notify` unit): `READY=1` once
+   * every daemon is ready, `STATUS=` counting those running after each
+   * daemon's event, `STOPPING=1` when it stops, `WATCHDOG=1` at half
+   * `WATCHDOG_USEC`. Taken at the first `start()`, before any spawn (the
+   * daemons do not inherit NOTIFY_SOCKET). A daemon with `notify: true`
+   * beside it is refused. Default false.
+   */
+  notify?: boolean | undefined
+  /**
    * The daemons by name: letters, digits, `.`, `_` and `-`, not first a
    * `.` or `-`. The name is also the Supervisor's, unless its `name` says.
    */

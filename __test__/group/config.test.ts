@@ -21,7 +21,7 @@ describe('a config that cannot run is refused in the constructor', () => {
       () => ({ daemons: { a: cmd }, extra: 1 }),
       'TypeError',
       'ERR_INVALID_ARG_VALUE',
-      'config.extra is not an option (stateDir, daemons)',
+      'config.extra is not an option (stateDir, notify, daemons)',
     ],
     [
       'no daemons',
@@ -85,6 +85,20 @@ describe('a config that cannot run is refused in the constructor', () => {
       'TypeError',
       'ERR_INVALID_ARG_VALUE',
       'daemons.web.maxMemory is not an option of a daemon (command, args, name, spawn, restart, backoff, crashLoop, ready, readyTimeoutMs, health, stateFile, takeover, handleSignals, notify, meta, after, memoryLimit, log)',
+    ],
+    [
+      'notify beside a daemon that speaks',
+      () => ({ notify: true, daemons: { a: { ...cmd, notify: true } } }),
+      'TypeError',
+      'ERR_INVALID_ARG_VALUE',
+      'daemons.a.notify: the group speaks to the service manager (notify: true), not a daemon',
+    ],
+    [
+      'a notify that is not a boolean',
+      () => ({ notify: 'yes', daemons: { a: cmd } }),
+      'TypeError',
+      'ERR_INVALID_ARG_TYPE',
+      'notify must be a boolean',
     ],
     [
       'a memoryLimit of 0',

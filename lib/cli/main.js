@@ -14,6 +14,7 @@ const VERBS = {
   status: () => require('./status.js'),
   stop: () => require('./stop.js'),
   lock: () => require('./lock.js'),
+  up: () => require('./up.js'),
 }
 
 function help(verb) {
@@ -62,7 +63,7 @@ async function main(argv) {
     process.stdout.write(`procward ${require('../../package.json').version}\n`)
     return
   }
-  if (verb === undefined) return usageError(null, 'a command is needed (run, status, stop or lock)')
+  if (verb === undefined) return usageError(null, 'a command is needed (run, up, status, stop or lock)')
   if (!Object.hasOwn(VERBS, verb)) {
     return usageError(null, verb.startsWith('-') ? `unknown option ${verb}` : `unknown command ${verb}`)
   }

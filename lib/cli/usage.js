@@ -1,6 +1,30 @@
 // The usage texts (`procward <verb> --help`).
 
 const USAGE = {
+  up: `usage: procward up [-f FILE] [--json] [--init]
+
+Runs the daemons of FILE (default: procward.config.mjs, .cjs or .json in the
+working directory; a module's default export, or JSON: { stateDir?, daemons:
+{ NAME: { command, args, after, memoryLimit, log, ready, ... } } }) in the
+foreground, as a SupervisorGroup: each daemon started once the daemons in its
+after are ready, restarted alone when it crashes. Each line a daemon writes is
+copied with its name before it (coloured on a terminal; a daemon with its own
+stdio or a log is not copied); one line per daemon event on stderr,
+timestamped unless stderr is the systemd journal (--json: JSON lines).
+SIGTERM, SIGINT, SIGHUP or SIGQUIT stops every daemon in reverse order, then
+ends procward with that signal (status 128 + n); a second one kills at once.
+Exits 0 when every daemon ended by itself, 1 when one failed or the group
+could not start; a FILE that cannot be read or holds a bad config: one line
+naming the problem, status 2, nothing started.
+
+Under a service manager (NOTIFY_SOCKET: a systemd unit with Type=notify)
+procward is the group's one main process: READY=1 once every daemon is ready,
+STATUS= with how many run, STOPPING=1 when it stops, WATCHDOG=1 with
+WATCHDOG_USEC. As PID 1 (or with --init) it reaps orphans, as procward run.
+
+  -f, --file FILE  the config file
+  --json           log events as JSON lines
+  --init           reap orphaned descendants (implied when procward is PID 1)`,
   run: `usage: procward run [--name N] [--restart always|on-failure|never] [--state-file F]
                     [--ready-port P | --ready-notify] [--grace MS] [--max-restarts N]
                     [--health-port P | --health-http URL] [--health-interval MS]
@@ -118,6 +142,7 @@ const MAIN_USAGE = `usage: procward <command> [options]
 
 commands:
   run      run a command under a supervisor, in the foreground
+  up       run the daemons of a config file (a SupervisorGroup), in the foreground
   status   show a supervisor's state, judged now (exit 0 running, 3 not, 4 unknown)
   stop     stop a supervisor (or its orphaned child) by its state file
   lock     run a command while holding a lock (a file, or PostgreSQL)

@@ -8,7 +8,7 @@ const path = require('node:path')
 const { brand, isProcwardError, typeError } = require('../errors')
 const validate = require('../validate')
 
-const CONFIG_KEYS = ['stateDir', 'daemons']
+const CONFIG_KEYS = ['stateDir', 'notify', 'daemons']
 const GROUP_KEYS = ['after', 'memoryLimit', 'log']
 const LOG_KEYS = ['path', 'maxBytes', 'keep']
 const DEFAULT_KEEP = 5
@@ -116,7 +116,7 @@ function refuseShared(daemons, pick, what) {
 }
 
 /**
- * GroupConfig → { stateDir (absolute) | null, daemons: [{ name, options,
+ * GroupConfig → { stateDir (absolute) | null, notify, daemons: [{ name, options,
  * after, dependents, log, memoryLimit (bytes or null) }] in start order }. `options` are the daemon's
  * SupervisorOptions as its Supervisor takes them (name and stateFile
  * defaulted, stdout and stderr piped for a log).
@@ -159,13 +159,19 @@ function checkGroupConfig(config) {
   )
   // One supervisor per process speaks to the service manager: a second
   // would throw in its constructor after the first took the place.
+  const notify = validate.optionalBoolean(config.notify, 'notify') ?? false
   const speakers = list.filter((d) => d.options.notify === true)
+  if (notify && speakers.length > 0) {
+    throw invalid(
+      `daemons.${speakers[0].name}.notify: the group speaks to the service manager (notify: true), not a daemon`,
+    )
+  }
   if (speakers.length > 1) {
     throw invalid(
       `daemons.${speakers[1].name}.notify: daemons.${speakers[0].name} speaks to the service manager already (one per process)`,
     )
   }
-  return { stateDir, daemons: list }
+  return { stateDir, notify, daemons: list }
 }
 
 /**

@@ -14,6 +14,7 @@ const { abortError } = require('../validate')
 const { checkGroupConfig, daemonError } = require('./config')
 const { LogFile } = require('./log-file')
 const { MemoryWatch } = require('./memory')
+const { GroupSpeaker } = require('./notify')
 
 const noop = () => {}
 
@@ -42,6 +43,8 @@ class SupervisorGroup extends EventEmitter {
   #daemons = new Map()
   #supervisors
   #stateDir
+  /** The group's voice to the service manager (config.notify), or null. */
+  #speaker = null
   /** The start under way (its promise and its AbortController), the stop under way. */
   #starting = null
   #startAc = null
@@ -74,6 +77,7 @@ class SupervisorGroup extends EventEmitter {
       this.#forward(daemon)
     }
     this.#supervisors = new Map([...this.#daemons].map(([name, d]) => [name, d.sup]))
+    if (c.notify) this.#speaker = new GroupSpeaker(this)
     this.#watchListeners()
   }
 
@@ -131,6 +135,7 @@ class SupervisorGroup extends EventEmitter {
 
   async #startAll(ac) {
     if (ac.signal.aborted) throw abortError()
+    this.#speaker?.starting()
     if (this.#stateDir !== null) await fs.mkdir(this.#stateDir, { recursive: true, mode: 0o700 })
     let failure = null
     const ready = new Map()
@@ -151,6 +156,7 @@ class SupervisorGroup extends EventEmitter {
       throw failure
     }
     if (ac.signal.aborted) throw abortError()
+    this.#speaker?.ready()
   }
 
   async #startOne(d, ready, ac) {
@@ -170,6 +176,15 @@ class SupervisorGroup extends EventEmitter {
   }
 
   async #stopAll() {
+    this.#speaker?.stopping()
+    try {
+      await this.#stopEach()
+    } finally {
+      this.#speaker?.stopped()
+    }
+  }
+
+  async #stopEach() {
     const done = new Map()
     const errors = []
     for (const d of [...this.#daemons.values()].reverse()) {
