@@ -141,17 +141,17 @@ function markedProcesses(entry) {
 }
 
 /**
- * The summed resident memory (bytes) of the processes in process group
- * `pgid` now, read off the JS thread; null when none is left, or where it
- * cannot be told.
+ * What the processes in process group `pgid` use now, read off the JS
+ * thread: { memoryBytes (their summed RSS), cpuUsec (the CPU time of those
+ * alive), processes }; null when none is left, or where it cannot be told.
  */
-function groupRss(pgid) {
-  return toldLater(null, native.groupRss, pgid)
+function groupUsage(pgid) {
+  return toldLater(null, native.groupUsage, pgid)
 }
 
-/** As groupRss, for the processes of the cgroup at `dir` (a path under the cgroup2 mount). */
-function cgroupRss(dir) {
-  return toldLater(null, native.cgroupRss, dir)
+/** As groupUsage, for the processes of the cgroup at `dir` (a path under the cgroup2 mount). */
+function cgroupUsage(dir) {
+  return toldLater(null, native.cgroupUsage, dir)
 }
 
 module.exports = {
@@ -170,6 +170,6 @@ module.exports = {
   listeningInodes,
   childListens,
   markedProcesses,
-  groupRss,
-  cgroupRss,
+  groupUsage,
+  cgroupUsage,
 }

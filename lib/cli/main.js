@@ -11,7 +11,7 @@ const { USAGE, MAIN_USAGE } = require('./usage.js')
 // --help must not.
 const VERBS = {
   run: () => require('./run.js'),
-  status: () => require('./status.js'),
+  status: () => require('./status-group.js'),
   stop: () => require('./stop.js'),
   lock: () => require('./lock.js'),
   up: () => require('./up.js'),

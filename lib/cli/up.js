@@ -11,73 +11,17 @@
 // A file that cannot be read, or a config the group refuses, is bad usage:
 // one line naming the file and the problem, exit 2, nothing started.
 
-const fs = require('node:fs')
-const path = require('node:path')
-const { pathToFileURL } = require('node:url')
 const { parse, UsageError } = require('./args.js')
 const common = require('./common.js')
 const earlySignals = require('./early-signals.js')
+const { configFile, expandShort, loadConfig } = require('./group-file.js')
 const { createOutput, underJournal } = require('./output.js')
 
 const SPEC = { file: 'value', json: 'flag', init: 'flag' }
-/** The files `up` looks for in the working directory, in this order. */
-const DEFAULT_FILES = ['procward.config.mjs', 'procward.config.cjs', 'procward.config.json']
 /** The signals that stop the group and then end procward. */
 const STOP_SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT']
 /** Cyan, yellow, green, magenta, blue, red: a daemon's name in its colour. */
 const COLOURS = [36, 33, 32, 35, 34, 31]
-
-/** `-f FILE` is `--file FILE` (the one short option, as compose spells it). */
-function expandShort(argv) {
-  const out = []
-  for (let i = 0; i < argv.length; i++) {
-    if (argv[i] === '--') return [...out, ...argv.slice(i)]
-    if (argv[i] === '-f') out.push('--file')
-    else if (argv[i].startsWith('-f') && argv[i].length > 2 && !argv[i].startsWith('--')) {
-      out.push(`--file=${argv[i].slice(2)}`)
-    } else out.push(argv[i])
-  }
-  return out
-}
-
-/** The config file: FILE, or the first of DEFAULT_FILES in the working directory. */
-function configFile(given) {
-  if (given !== undefined) return path.resolve(given)
-  for (const name of DEFAULT_FILES) {
-    const file = path.resolve(name)
-    if (fs.existsSync(file)) return file
-  }
-  throw new UsageError('up', `no ${DEFAULT_FILES.join(', ')} in ${process.cwd()}: name one with -f FILE`)
-}
-
-/** The config `file` holds (a .json's value, a module's default export); any failure is bad usage. */
-async function loadConfig(file) {
-  const bad = (what) => new UsageError('up', `${file}: ${what}`)
-  let text
-  if (file.endsWith('.json')) {
-    try {
-      text = fs.readFileSync(file, 'utf8')
-    } catch (err) {
-      throw bad(err.code === 'ENOENT' ? 'no such file' : common.describe(err))
-    }
-    try {
-      return JSON.parse(text)
-    } catch (err) {
-      throw bad(`not JSON: ${err.message}`)
-    }
-  }
-  if (!fs.existsSync(file)) throw bad('no such file')
-  let mod
-  try {
-    mod = await import(pathToFileURL(file).href)
-  } catch (err) {
-    throw bad(`cannot be loaded: ${common.describe(err)}`)
-  }
-  // A CommonJS file's module.exports is its default export.
-  const config = mod.default
-  if (config === undefined) throw bad('exports no config (export default { daemons: { ... } })')
-  return config
-}
 
 /**
  * The group's config as `up` runs it: it speaks to the service manager,
@@ -120,8 +64,8 @@ async function main(argv, { help }) {
   const { opts, positional } = parse('up', expandShort(argv), SPEC)
   if (opts.help) return help()
   if (positional.length > 0) throw new UsageError('up', `unexpected argument ${positional[0]}`)
-  const file = configFile(opts.file)
-  const config = upConfig(await loadConfig(file))
+  const file = configFile('up', opts.file)
+  const config = upConfig(await loadConfig('up', file))
   const { SupervisorGroup } = common.procward()
   let group
   try {

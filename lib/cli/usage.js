@@ -100,13 +100,22 @@ anything starts, and one that is missing is bad usage, exit 2):
                         drop them). Needs root (or CAP_SETUID and CAP_SETGID)
   --umask 0NNN          COMMAND's umask, in octal (Linux)`,
   status: `usage: procward status STATE_FILE [--json]
+       procward status -f FILE | DIR [--json]
 
 Tells what a supervisor recorded in STATE_FILE, judged now: active (running),
 activating, deactivating, failed or inactive (dead), since when, the main pid,
 restarts, the last exit, the ready time, the last health check, and with a
 cgroup its tasks, memory and CPU. Exit status (LSB): 0 running, 3 not running, 4 unknown.
 
-  --json    print the record and the judgement as JSON`,
+For a group (procward up, a SupervisorGroup): -f FILE (its config: each
+daemon's state file, <stateDir>/NAME.json or its own stateFile) or DIR (its
+stateDir: each NAME.json in it) prints one row per daemon, as pm2 ls does: name,
+state, pid, uptime, restarts, CPU time and memory of its tree (its cgroup, or
+its process group), health. Exit status: the worst of the daemons'.
+
+  -f, --file FILE  a group's config file
+  --json           print the record and the judgement as JSON (a group's:
+                   { "daemons": { NAME: that, ... } })`,
   stop: `usage: procward stop STATE_FILE [--grace MS]
 
 Stops what STATE_FILE records. A live supervisor gets SIGTERM (pid and identity
@@ -143,7 +152,7 @@ const MAIN_USAGE = `usage: procward <command> [options]
 commands:
   run      run a command under a supervisor, in the foreground
   up       run the daemons of a config file (a SupervisorGroup), in the foreground
-  status   show a supervisor's state, judged now (exit 0 running, 3 not, 4 unknown)
+  status   show a supervisor's state (or a group's, one row each), judged now (exit 0 running, 3 not, 4 unknown)
   stop     stop a supervisor (or its orphaned child) by its state file
   lock     run a command while holding a lock (a file, or PostgreSQL)
 

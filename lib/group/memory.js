@@ -98,8 +98,9 @@ class MemoryWatch {
   async #sample(cur) {
     const started = performance.now()
     const { child } = cur
-    const bytes = cur.cgroup !== null ? await os.cgroupRss(cur.cgroup) : await os.groupRss(child.pgid)
+    const usage = cur.cgroup !== null ? await os.cgroupUsage(cur.cgroup) : await os.groupUsage(child.pgid)
     if (this.#current !== cur || child.exitInfo !== null) return
+    const bytes = usage?.memoryBytes ?? null
     if (bytes !== null && bytes > this.#limit) {
       this.#current = null
       this.#over.add(child.pid)

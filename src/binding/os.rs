@@ -293,25 +293,49 @@ pub fn marked_processes<'env>(
     })
 }
 
-/// The summed RSS (bytes) of process group `pgid`'s members now, or null
-/// when none is left (or there is no `/proc`). A scan of the table: off
-/// the JS thread.
-#[napi(ts_return_type = "Promise<number | null>")]
-pub fn group_rss<'env>(env: &'env Env, pgid: f64) -> Result<PromiseRaw<'env, Option<f64>>> {
+#[napi(object)]
+pub struct NativeTreeUsage {
+    /// The summed RSS, in bytes.
+    pub memory_bytes: f64,
+    /// The CPU time of its live processes, in microseconds.
+    pub cpu_usec: f64,
+    pub processes: u32,
+}
+
+impl From<facts::TreeUsage> for NativeTreeUsage {
+    fn from(u: facts::TreeUsage) -> Self {
+        // Bytes and microseconds far below 2^53.
+        NativeTreeUsage {
+            memory_bytes: u.rss_bytes as f64,
+            cpu_usec: u.cpu_usec as f64,
+            processes: u.processes,
+        }
+    }
+}
+
+/// What process group `pgid`'s members use now, or null when none is left
+/// (or there is no `/proc`). A scan of the table: off the JS thread.
+#[napi(ts_return_type = "Promise<NativeTreeUsage | null>")]
+pub fn group_usage<'env>(
+    env: &'env Env,
+    pgid: f64,
+) -> Result<PromiseRaw<'env, Option<NativeTreeUsage>>> {
     off_thread(env, move || {
         let pgid = to_pid(pgid)?.as_raw();
-        // Bytes far below 2^53.
-        Ok(facts::group_rss(pgid).map_err(read_err)?.map(|b| b as f64))
+        Ok(facts::group_usage(pgid).map_err(read_err)?.map(Into::into))
     })
 }
 
-/// The summed RSS (bytes) of the processes of cgroup `dir` now, or null
-/// when it is gone or empty.
-#[napi(ts_return_type = "Promise<number | null>")]
-pub fn cgroup_rss<'env>(env: &'env Env, dir: String) -> Result<PromiseRaw<'env, Option<f64>>> {
+/// What the processes of cgroup `dir` use now, or null when it is gone or
+/// empty.
+#[napi(ts_return_type = "Promise<NativeTreeUsage | null>")]
+pub fn cgroup_usage<'env>(
+    env: &'env Env,
+    dir: String,
+) -> Result<PromiseRaw<'env, Option<NativeTreeUsage>>> {
     off_thread(env, move || {
-        let rss = facts::cgroup_rss(Path::new(&dir))
+        let usage = facts::cgroup_usage(Path::new(&dir))
             .map_err(|e| JsErr::os(&e, "read").path(Path::new(&dir)))?;
-        Ok(rss.map(|b| b as f64))
+        Ok(usage.map(Into::into))
     })
 }

@@ -18,7 +18,7 @@
 pub mod parse;
 
 mod memory;
-pub use memory::{cgroup_rss, group_rss};
+pub use memory::{cgroup_usage, group_usage, TreeUsage};
 
 #[cfg(target_os = "linux")]
 mod linux;
