@@ -154,6 +154,14 @@ function cgroupUsage(dir) {
   return toldLater(null, native.cgroupUsage, dir)
 }
 
+/**
+ * Who the kernel says is at the other end of `fd`, a connected unix socket
+ * of ours: { pid, uid, gid } (SO_PEERCRED), or null where it cannot tell.
+ */
+function peerCredentials(fd) {
+  return told(null, native.peerCredentials, fd)
+}
+
 module.exports = {
   WINDOWS,
   PROCFS,
@@ -172,4 +180,5 @@ module.exports = {
   markedProcesses,
   groupUsage,
   cgroupUsage,
+  peerCredentials,
 }

@@ -12,7 +12,10 @@ const { USAGE, MAIN_USAGE } = require('./usage.js')
 const VERBS = {
   run: () => require('./run.js'),
   status: () => require('./status-group.js'),
-  stop: () => require('./stop.js'),
+  // With -f FILE, a daemon of a running group (its control socket); else a state file.
+  stop: () => ({ main: require('./control-client.js').stop }),
+  restart: () => ({ main: require('./control-client.js').restart }),
+  reload: () => ({ main: require('./control-client.js').reload }),
   lock: () => require('./lock.js'),
   up: () => require('./up.js'),
 }
@@ -63,7 +66,8 @@ async function main(argv) {
     process.stdout.write(`procward ${require('../../package.json').version}\n`)
     return
   }
-  if (verb === undefined) return usageError(null, 'a command is needed (run, up, status, stop or lock)')
+  if (verb === undefined)
+    return usageError(null, 'a command is needed (run, up, status, stop, restart, reload or lock)')
   if (!Object.hasOwn(VERBS, verb)) {
     return usageError(null, verb.startsWith('-') ? `unknown option ${verb}` : `unknown command ${verb}`)
   }

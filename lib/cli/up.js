@@ -11,8 +11,10 @@
 // A file that cannot be read, or a config the group refuses, is bad usage:
 // one line naming the file and the problem, exit 2, nothing started.
 
+const path = require('node:path')
 const { parse, UsageError } = require('./args.js')
 const common = require('./common.js')
+const { openControl } = require('./control.js')
 const earlySignals = require('./early-signals.js')
 const { configFile, expandShort, loadConfig } = require('./group-file.js')
 const { createOutput, underJournal } = require('./output.js')
@@ -119,6 +121,7 @@ async function main(argv, { help }) {
   // The end: a stop signal (status: its death), or every daemon ended by
   // itself (0, or 1 when one failed), or the start failed (1).
   let stopping = null
+  let control = null
   const ended = new Promise((resolve) => {
     const onSignal = (sig) => {
       if (stopping !== null) {
@@ -148,7 +151,15 @@ async function main(argv, { help }) {
     // Our signal listeners are in place: a signal held since start-up (PID 1) reaches them.
     earlySignals.release()
     group.start().then(
-      () => log(null, 'ready', { daemons: names.length }, `(${names.length} daemons)`),
+      async () => {
+        log(null, 'ready', { daemons: names.length }, `(${names.length} daemons)`)
+        // The group's control socket (procward restart NAME -f FILE), where it has a stateDir.
+        if (typeof config.stateDir !== 'string' || stopping !== null) return
+        const say = (text) => log(null, 'control', { message: text }, text)
+        control = await openControl(group, path.resolve(config.stateDir), say)
+        if (control !== null) log(null, 'control', { path: control.path }, `listening on ${control.path}`)
+        if (stopping !== null) control?.close()
+      },
       (err) => {
         if (err?.name === 'AbortError') return // a stop signal came first
         log(null, 'failed', errorFields(err), common.describe(err))
@@ -158,6 +169,7 @@ async function main(argv, { help }) {
     )
   })
   const end = await ended
+  control?.close()
   await output.settle()
   if (end.signal === undefined) return end.status
   for (const sig of STOP_SIGNALS) process.removeAllListeners(sig)

@@ -116,7 +116,28 @@ its process group), health. Exit status: the worst of the daemons'.
   -f, --file FILE  a group's config file
   --json           print the record and the judgement as JSON (a group's:
                    { "daemons": { NAME: that, ... } })`,
+  restart: `usage: procward restart NAME [-f FILE] [--json]
+
+Restarts daemon NAME of the group a procward up -f FILE runs (FILE as procward
+up finds it), through the group's control socket (FILE's stateDir/procward.sock:
+only its owner, or root, is answered; the kernel says who asks). Returns once
+the new child is ready (a stopped daemon is started). Exit 0 once done, 1 when
+refused, when no procward up runs the group, or when it did not start again.
+
+  -f, --file FILE  the group's config file
+  --json           print the group's answer as JSON`,
+  reload: `usage: procward reload NAME [-f FILE] [--json]
+
+As procward restart, with the daemon's reload where its Supervisor has one
+(else refused, exit 1: use restart).
+
+  -f, --file FILE  the group's config file
+  --json           print the group's answer as JSON`,
   stop: `usage: procward stop STATE_FILE [--grace MS]
+       procward stop NAME -f FILE [--json]
+
+With -f FILE: stops daemon NAME of the group a procward up -f FILE runs,
+through its control socket (as procward restart); the others run on.
 
 Stops what STATE_FILE records. A live supervisor gets SIGTERM (pid and identity
 checked) and is waited for; the child it recorded is stopped directly (with its
@@ -153,7 +174,9 @@ commands:
   run      run a command under a supervisor, in the foreground
   up       run the daemons of a config file (a SupervisorGroup), in the foreground
   status   show a supervisor's state (or a group's, one row each), judged now (exit 0 running, 3 not, 4 unknown)
-  stop     stop a supervisor (or its orphaned child) by its state file
+  stop     stop a supervisor (or its orphaned child) by its state file, or a group's daemon
+  restart  restart a daemon of a running group (procward up), through its control socket
+  reload   reload a daemon of a running group, where its Supervisor can
   lock     run a command while holding a lock (a file, or PostgreSQL)
 
 procward <command> --help shows a command's options; procward --version its version.`

@@ -339,3 +339,35 @@ pub fn cgroup_usage<'env>(
         Ok(usage.map(Into::into))
     })
 }
+
+#[napi(object)]
+pub struct NativePeerCred {
+    pub pid: i32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// The pid, uid and gid the kernel recorded for the peer of `fd`, a
+/// connected unix socket of ours (borrowed, not closed): null where it
+/// cannot tell (not Linux). Throws where `fd` is no such socket.
+#[napi]
+pub fn peer_credentials(env: Env, fd: i32) -> Result<Option<NativePeerCred>> {
+    if fd < 0 {
+        return throw(
+            &env,
+            Err(JsErr::coded(
+                "ERR_OUT_OF_RANGE",
+                format!("fd must be >= 0, got {fd}"),
+            )),
+        );
+    }
+    let cred = throw(
+        &env,
+        facts::peer_cred(fd).map_err(|e| JsErr::os(&e, "getsockopt")),
+    )?;
+    Ok(cred.map(|c| NativePeerCred {
+        pid: c.pid,
+        uid: c.uid,
+        gid: c.gid,
+    }))
+}
