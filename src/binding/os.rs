@@ -36,6 +36,18 @@ where
     })
 }
 
+/// A file descriptor from JS: never negative.
+fn to_fd(fd: i32) -> Res<i32> {
+    if fd >= 0 {
+        Ok(fd)
+    } else {
+        Err(JsErr::coded(
+            "ERR_OUT_OF_RANGE",
+            format!("fd must be >= 0, got {fd}"),
+        ))
+    }
+}
+
 fn to_port(port: f64) -> Res<u16> {
     if port.fract() == 0.0 && (1.0..=65535.0).contains(&port) {
         Ok(port as u16)
@@ -218,15 +230,7 @@ pub fn cgroup2_mount(env: Env) -> Result<Option<String>> {
 /// terminal or cannot be opened anew here.
 #[napi]
 pub fn open_own_terminal(env: Env, fd: i32) -> Result<Option<i32>> {
-    if fd < 0 {
-        return throw(
-            &env,
-            Err(JsErr::coded(
-                "ERR_OUT_OF_RANGE",
-                format!("fd must be >= 0, got {fd}"),
-            )),
-        );
-    }
+    let fd = throw(&env, to_fd(fd))?;
     throw(
         &env,
         facts::open_own_terminal(fd).map_err(|e| JsErr::os(&e, "open")),
@@ -352,15 +356,7 @@ pub struct NativePeerCred {
 /// cannot tell (not Linux). Throws where `fd` is no such socket.
 #[napi]
 pub fn peer_credentials(env: Env, fd: i32) -> Result<Option<NativePeerCred>> {
-    if fd < 0 {
-        return throw(
-            &env,
-            Err(JsErr::coded(
-                "ERR_OUT_OF_RANGE",
-                format!("fd must be >= 0, got {fd}"),
-            )),
-        );
-    }
+    let fd = throw(&env, to_fd(fd))?;
     let cred = throw(
         &env,
         facts::peer_cred(fd).map_err(|e| JsErr::os(&e, "getsockopt")),
