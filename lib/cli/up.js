@@ -5,7 +5,7 @@
 // SIGINT, SIGHUP and SIGQUIT stop every daemon in reverse order, then end
 // procward with that signal (128 + n; as PID 1, that status); a second one
 // kills at once. Under a service manager the group is one Type=notify main
-// process (lib/group/notify.js). As PID 1 of a pid namespace (or --init),
+// process (lib/group/speaker.js). As PID 1 of a pid namespace (or --init),
 // it reaps orphans as `procward run` does.
 //
 // A file that cannot be read, or a config the group refuses, is bad usage:

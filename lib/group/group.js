@@ -14,7 +14,7 @@ const { abortError } = require('../validate')
 const { checkGroupConfig, daemonError } = require('./config')
 const { LogFile } = require('./log-file')
 const { MemoryWatch } = require('./memory')
-const { GroupSpeaker } = require('./notify')
+const { GroupSpeaker } = require('./speaker')
 
 const noop = () => {}
 
