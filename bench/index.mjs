@@ -1,18 +1,19 @@
-// pnpm bench [liveness|spawn|exit|scale|stop|exec|lock|supervisor|ready|cgroup|soak ...] [--cycles N]:
+// pnpm bench [liveness|spawn|exit|scale|stop|exec|lock|supervisor|ready|cgroup|memory|soak ...] [--cycles N]:
 // procward side by side with the alternatives, in one run, on this machine.
 // Figures, not pass/fail: each target is printed with its figures and "met"
 // or "not met", and again together at the end. A peer that needs another
 // runtime runs in a process of its own: Bun's (bench/bun-peer.mjs), and
 // execa's under the cached Node 24 when this Node is older than 22
 // (bench/execa-peer.mjs; `exec` takes about 100 s: execa's timed-out tree
-// settles only when the tree's 30 s sleeps end). `soak` (100 000 cycles, a few
+// settles only when the tree's 30 s sleeps end; `memory` about 35 s: pm2's
+// memory check comes every 30 s). `soak` (100 000 cycles, a few
 // minutes) runs only when named, and so do `split` (one spawn's JS-thread
 // time step by step; needs the spawn-trace build, see bench/split.mjs) and
 // `restart` (what a restart after kill -9 is made of).
 import os from 'node:os'
 import { printTargets } from './util.mjs'
 
-const all = ['liveness', 'spawn', 'exit', 'scale', 'stop', 'exec', 'lock', 'supervisor', 'ready', 'cgroup']
+const all = ['liveness', 'spawn', 'exit', 'scale', 'stop', 'exec', 'lock', 'supervisor', 'ready', 'cgroup', 'memory']
 const known = [...all, 'soak', 'split', 'restart', 'handover']
 // Options (`--name value`) are for the benchmarks to read from process.argv.
 const args = process.argv.slice(2)

@@ -149,6 +149,28 @@ function markedProcesses(entry) {
   return toldLater([], native.markedProcesses, entry)
 }
 
+/**
+ * What the processes in process group `pgid` use now, read off the JS
+ * thread: { memoryBytes (their summed RSS), cpuUsec (the CPU time of those
+ * alive), processes }; null when none is left, or where it cannot be told.
+ */
+function groupUsage(pgid) {
+  return toldLater(null, native.groupUsage, pgid)
+}
+
+/** As groupUsage, for the processes of the cgroup at `dir` (a path under the cgroup2 mount). */
+function cgroupUsage(dir) {
+  return toldLater(null, native.cgroupUsage, dir)
+}
+
+/**
+ * Who the kernel says is at the other end of `fd`, a connected unix socket
+ * of ours: { pid, uid, gid } (SO_PEERCRED), or null where it cannot tell.
+ */
+function peerCredentials(fd) {
+  return told(null, native.peerCredentials, fd)
+}
+
 module.exports = {
   WINDOWS,
   PROCFS,
@@ -166,4 +188,7 @@ module.exports = {
   childListens,
   childAccepted,
   markedProcesses,
+  groupUsage,
+  cgroupUsage,
+  peerCredentials,
 }

@@ -62,6 +62,16 @@ export interface GroupConfig {
   /** Each daemon's state file, unless its `stateFile` says: `<stateDir>/<name>.json` (created, mode 0700, at start). */
   stateDir?: string | undefined
   /**
+   * The group is one main process to the service manager that started this
+   * process (NOTIFY_SOCKET: a systemd `Type=notify` unit): `READY=1` once
+   * every daemon is ready, `STATUS=` counting those running after each
+   * daemon's event, `STOPPING=1` when it stops, `WATCHDOG=1` at half
+   * `WATCHDOG_USEC`. Taken at the first `start()`, before any spawn (the
+   * daemons do not inherit NOTIFY_SOCKET). A daemon with `notify: true`
+   * beside it is refused. Default false.
+   */
+  notify?: boolean | undefined
+  /**
    * The daemons by name: letters, digits, `.`, `_` and `-`, not first a
    * `.` or `-`. The name is also the Supervisor's, unless its `name` says.
    */
@@ -72,6 +82,21 @@ export interface GroupConfig {
 export interface GroupDaemonOptions extends SupervisorOptions {
   /** Start once each of these is ready; stop before them. */
   after?: readonly string[] | undefined
+  /**
+   * Bytes: a daemon whose tree (its process group; with `spawn.cgroup`, its
+   * cgroup) uses more is stopped with its group, as its `spawn.stop` says
+   * (SIGTERM, the grace, SIGKILL), and restarted as a crash: `reason:
+   * 'memory'` in `'exit'`, `'restart'`'s `lastExit` and the state file's
+   * `lastExit` (a crash whatever its exit status; with `restart: 'never'`
+   * it fails). Measured as the sum of the tree's resident sets (RSS) from
+   * `/proc`, sampled at most every 250 ms off the JS thread: it may pass
+   * the limit by what it grows in up to 250 ms and its stop's grace. With
+   * `spawn.cgroup` where the memory controller is delegated, the kernel
+   * holds it too (`memory.max`, the whole cgroup OOM-killed at it). An
+   * adopted daemon (a takeover) is watched from its next spawn. Linux only
+   * (elsewhere nothing is measured).
+   */
+  memoryLimit?: number | undefined
   /**
    * The daemon's stdout and stderr appended to a file (its stdout and
    * stderr are then pipes procward reads: `spawn.stdio` may set stdin only).
@@ -97,6 +122,15 @@ export interface GroupLogOptions {
   keep?: number | undefined
 }
 
+/** What `'memory'` says of a daemon over its limit. */
+export interface GroupMemoryOver {
+  /** The daemon's pid (its process group's leader). */
+  pid: number
+  /** Its tree's RSS at the sample that saw it over. */
+  bytes: number
+  limit: number
+}
+
 /** `{ name }`: the daemon an event of the group is of. */
 export interface GroupEventOf {
   name: string
@@ -119,6 +153,11 @@ export interface SupervisorGroupEvents {
   failed: [event: GroupEventOf & { error: Error }]
   takeover: [event: GroupEventOf & SupervisorTakeover]
   stopped: [event: GroupEventOf & { result: StopResult | null }]
+  /**
+   * A daemon's tree was seen over its `memoryLimit` (`bytes` measured,
+   * `limit`): it is being stopped; its `'exit'` follows, `reason: 'memory'`.
+   */
+  memory: [event: GroupEventOf & GroupMemoryOver]
   /**
    * A line of a daemon's stdout, where its Supervisor has them (a ready
    * check on stdout, as `SupervisorEvents.stdout`). Without a listener of

@@ -373,9 +373,13 @@ export interface SupervisorExit extends SupervisorExitInfo {
   expected: boolean
 }
 
-/** An exit as the supervisor saw it: `reason: 'unhealthy'` when failed health checks had it stopped. */
+/**
+ * An exit as the supervisor saw it: `reason: 'unhealthy'` when failed
+ * health checks had it stopped; `'memory'` when a SupervisorGroup stopped
+ * it over its `memoryLimit`.
+ */
 export interface SupervisorExitInfo extends ExitInfo {
-  reason?: 'unhealthy' | undefined
+  reason?: 'unhealthy' | 'memory' | undefined
 }
 
 /** `options.health`. */

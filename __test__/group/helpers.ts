@@ -2,17 +2,36 @@
 // their events in the order they came, the fixtures.
 import { join } from 'node:path'
 import { afterEach } from 'vitest'
-import { type GroupConfig, SupervisorGroup, type SupervisorGroupEvents } from '../../index.js'
+import { type GroupConfig, type SupervisedProcess, SupervisorGroup, type SupervisorGroupEvents } from '../../index.js'
 
 export const GROUP_FIXTURES = join(__dirname, 'fixtures')
 
-/** `node fixtures/listen.cjs PORT WHEN`: listens at once, after WHEN ms, or (`usr1`) at SIGUSR1. */
+/**
+ * `node fixtures/listen.cjs PORT WHEN`: listens at once, after WHEN ms, or
+ * (`usr1`) at SIGUSR1; then its stdout is piped, and it says "waiting" once
+ * SIGUSR1 may be sent (see usr1Listener).
+ */
 export function listener(port: number, when: number | 'usr1' = 0) {
   return {
     command: process.execPath,
     args: [join(GROUP_FIXTURES, 'listen.cjs'), String(port), String(when)],
     ready: { port },
+    ...(when === 'usr1' ? { spawn: { stdio: ['ignore', 'pipe', 'inherit'] as const } } : {}),
   }
+}
+
+/** The next child of daemon `name` (a `listener(port, 'usr1')`), once it may be sent its SIGUSR1. */
+export function usr1Listener(group: SupervisorGroup, name: string): Promise<SupervisedProcess> {
+  return next(group, 'spawn', name).then(
+    ({ child }) =>
+      new Promise((resolve) => {
+        let text = ''
+        child.stdout?.on('data', (chunk: Buffer) => {
+          text += chunk.toString()
+          if (text.includes('waiting\n')) resolve(child)
+        })
+      }),
+  )
 }
 
 /** Per test file: `group(config)` makes a SupervisorGroup, stopped after each test. */

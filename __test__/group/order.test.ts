@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest'
 import type { SupervisedProcess } from '../../index.js'
 import { freePort, trackProcesses } from '../helpers'
-import { listener, names, next, record, trackGroups } from './helpers'
+import { listener, names, next, record, trackGroups, usr1Listener } from './helpers'
 
 trackProcesses()
 const group = trackGroups()
@@ -26,8 +26,7 @@ describe('start', () => {
       },
     })
     const { seen, first } = record(g)
-    const dbChild = next(g, 'spawn', 'db')
-    next(g, 'ready', 'cache').then(async () => (await dbChild).child.kill('SIGUSR1'))
+    Promise.all([usr1Listener(g, 'db'), next(g, 'ready', 'cache')]).then(([db]) => db.kill('SIGUSR1'))
     await g.start()
     for (const name of ['db', 'cache', 'web', 'worker']) expect(g.supervisors.get(name)?.state).toBe('running')
     // Each daemon spawned after the ready of each daemon it waits for (in

@@ -44,13 +44,13 @@ export function healthEventsAreTyped(sup: Supervisor): void {
     assertType<Equal<typeof u.error.code, 'ERR_HEALTH_CHECK_FAILED' | 'ERR_HEALTH_CHECK_TIMEOUT'>>()
   })
   sup.on('healthy', (h) => assertType<Equal<typeof h, { pid: number; failures: number }>>())
-  sup.on('exit', (e) => assertType<Equal<typeof e.reason, 'unhealthy' | undefined>>())
+  sup.on('exit', (e) => assertType<Equal<typeof e.reason, 'unhealthy' | 'memory' | undefined>>())
   sup.on('restart', (r) => assertType<Equal<typeof r.lastExit, SupervisorExitInfo | null>>())
   assertType<Equal<ReturnType<Supervisor['status']>['health'], SupervisorHealthCheck | null>>()
   const rec = readSupervisorState('/tmp/x.json')
   const h = rec?.child?.health
   if (h) assertType<Equal<typeof h, SupervisorHealthCheck>>()
-  if (rec?.lastExit) assertType<Equal<typeof rec.lastExit.reason, 'unhealthy' | undefined>>()
+  if (rec?.lastExit) assertType<Equal<typeof rec.lastExit.reason, 'unhealthy' | 'memory' | undefined>>()
   // @ts-expect-error 'unhealthy' gives SupervisorUnhealthy, not a string
   sup.on('unhealthy', (s: string) => {
     void s

@@ -11,10 +11,13 @@ const { USAGE, MAIN_USAGE } = require('./usage.js')
 // --help must not.
 const VERBS = {
   run: () => require('./run.js'),
-  status: () => require('./status.js'),
-  stop: () => require('./stop.js'),
-  reload: () => require('./reload.js'),
+  status: () => require('./status-group.js'),
+  // With -f FILE, a daemon of a running group (its control socket); else a state file.
+  stop: () => ({ main: require('./control-client.js').stop }),
+  restart: () => ({ main: require('./control-client.js').restart }),
+  reload: () => ({ main: require('./control-client.js').reload }),
   lock: () => require('./lock.js'),
+  up: () => require('./up.js'),
 }
 
 function help(verb) {
@@ -63,7 +66,8 @@ async function main(argv) {
     process.stdout.write(`procward ${require('../../package.json').version}\n`)
     return
   }
-  if (verb === undefined) return usageError(null, 'a command is needed (run, status, stop, reload or lock)')
+  if (verb === undefined)
+    return usageError(null, 'a command is needed (run, up, status, stop, restart, reload or lock)')
   if (!Object.hasOwn(VERBS, verb)) {
     return usageError(null, verb.startsWith('-') ? `unknown option ${verb}` : `unknown command ${verb}`)
   }

@@ -243,6 +243,21 @@ function lines(file, r, j, usage, now) {
   return out.map(common.escapeControl)
 }
 
+/** What --json prints for one state file: the record with its judgement. */
+function jsonOf(r, j, usage, now) {
+  const since = sinceOf(r, j)
+  const judgement = {
+    active: j.active,
+    sub: j.sub,
+    ...(j.note ? { note: j.note } : {}),
+    since,
+    uptimeMs: since !== null && Number.isFinite(Date.parse(since)) ? Math.max(0, now - Date.parse(since)) : null,
+    exitCode: j.code,
+    resources: usage,
+  }
+  return { ...(r ?? {}), judgement }
+}
+
 async function main(argv, { help }) {
   const { opts, positional } = parse('status', argv, { json: 'flag' })
   if (opts.help) return help()
@@ -261,17 +276,7 @@ async function main(argv, { help }) {
   const j = judge(r, common.os().ownPidNamespace())
   const usage = r?.child?.running ? cgroupUsage(r.child.cgroup) : null
   if (opts.json) {
-    const since = sinceOf(r, j)
-    const judgement = {
-      active: j.active,
-      sub: j.sub,
-      ...(j.note ? { note: j.note } : {}),
-      since,
-      uptimeMs: since !== null && Number.isFinite(Date.parse(since)) ? Math.max(0, now - Date.parse(since)) : null,
-      exitCode: j.code,
-      resources: usage,
-    }
-    process.stdout.write(`${JSON.stringify({ ...(r ?? {}), judgement }, null, 2)}\n`)
+    process.stdout.write(`${JSON.stringify(jsonOf(r, j, usage, now), null, 2)}\n`)
   } else if (r === null) {
     process.stderr.write(`procward: ${file}: ${common.noRecord(file)}\n`)
   } else {
@@ -280,4 +285,4 @@ async function main(argv, { help }) {
   return j.code
 }
 
-module.exports = { main, judge }
+module.exports = { main, judge, jsonOf, sinceOf, cgroupUsage, healthText, age, bytes }

@@ -1,6 +1,30 @@
 // The usage texts (`procward <verb> --help`).
 
 const USAGE = {
+  up: `usage: procward up [-f FILE] [--json] [--init]
+
+Runs the daemons of FILE (default: procward.config.mjs, .cjs or .json in the
+working directory; a module's default export, or JSON: { stateDir?, daemons:
+{ NAME: { command, args, after, memoryLimit, log, ready, ... } } }) in the
+foreground, as a SupervisorGroup: each daemon started once the daemons in its
+after are ready, restarted alone when it crashes. Each line a daemon writes is
+copied with its name before it (coloured on a terminal; a daemon with its own
+stdio or a log is not copied); one line per daemon event on stderr,
+timestamped unless stderr is the systemd journal (--json: JSON lines).
+SIGTERM, SIGINT, SIGHUP or SIGQUIT stops every daemon in reverse order, then
+ends procward with that signal (status 128 + n); a second one kills at once.
+Exits 0 when every daemon ended by itself, 1 when one failed or the group
+could not start; a FILE that cannot be read or holds a bad config: one line
+naming the problem, status 2, nothing started.
+
+Under a service manager (NOTIFY_SOCKET: a systemd unit with Type=notify)
+procward is the group's one main process: READY=1 once every daemon is ready,
+STATUS= with how many run, STOPPING=1 when it stops, WATCHDOG=1 with
+WATCHDOG_USEC. As PID 1 (or with --init) it reaps orphans, as procward run.
+
+  -f, --file FILE  the config file
+  --json           log events as JSON lines
+  --init           reap orphaned descendants (implied when procward is PID 1)`,
   run: `usage: procward run [--name N] [--restart always|on-failure|never] [--state-file F]
                     [--listen [HOST:]PORT|/PATH[=NAME]]...
                     [--ready-port P | --ready-http URL | --ready-notify] [--grace MS] [--max-restarts N]
@@ -91,14 +115,37 @@ anything starts, and one that is missing is bad usage, exit 2):
                         drop them). Needs root (or CAP_SETUID and CAP_SETGID)
   --umask 0NNN          COMMAND's umask, in octal (Linux)`,
   status: `usage: procward status STATE_FILE [--json]
+       procward status -f FILE | DIR [--json]
 
 Tells what a supervisor recorded in STATE_FILE, judged now: active (running),
 activating, deactivating, failed or inactive (dead), since when, the main pid,
 restarts, the last exit, the ready time, the last health check, and with a
 cgroup its tasks, memory and CPU. Exit status (LSB): 0 running, 3 not running, 4 unknown.
 
-  --json    print the record and the judgement as JSON`,
+For a group (procward up, a SupervisorGroup): -f FILE (its config: each
+daemon's state file, <stateDir>/NAME.json or its own stateFile) or DIR (its
+stateDir: each NAME.json in it) prints one row per daemon, as pm2 ls does: name,
+state, pid, uptime, restarts, CPU time and memory of its tree (its cgroup, or
+its process group), health. Exit status: the worst of the daemons'.
+
+  -f, --file FILE  a group's config file
+  --json           print the record and the judgement as JSON (a group's:
+                   { "daemons": { NAME: that, ... } })`,
+  restart: `usage: procward restart NAME [-f FILE] [--json]
+
+Restarts daemon NAME of the group a procward up -f FILE runs (FILE as procward
+up finds it), through the group's control socket (FILE's stateDir/procward.sock:
+only its owner, or root, is answered; the kernel says who asks). Returns once
+the new child is ready (a stopped daemon is started). Exit 0 once done, 1 when
+refused, when no procward up runs the group, or when it did not start again.
+
+  -f, --file FILE  the group's config file
+  --json           print the group's answer as JSON`,
   stop: `usage: procward stop STATE_FILE [--grace MS]
+       procward stop NAME -f FILE [--json]
+
+With -f FILE: stops daemon NAME of the group a procward up -f FILE runs,
+through its control socket (as procward restart); the others run on.
 
 Stops what STATE_FILE records. A live supervisor gets SIGTERM (pid and identity
 checked) and is waited for; the child it recorded is stopped directly (with its
@@ -108,6 +155,7 @@ the supervisor is dead.
   --grace MS    time each gets to exit after SIGTERM before SIGKILL (default: the
                 supervisor's own, as recorded; else 5000)`,
   reload: `usage: procward reload STATE_FILE [--timeout MS]
+       procward reload NAME -f FILE [--json]
 
 Reloads the daemon of the supervisor STATE_FILE records (a procward run started
 with --hup reload and --listen): sends it SIGHUP (pid and identity checked) and
@@ -116,7 +164,13 @@ stopped; 1 when the new one failed (the old one serves on), the supervisor is no
 running, or was not started with --hup reload (nothing is sent: SIGHUP would stop
 it).
 
-  --timeout MS    how long to wait for the outcome (default 120000)`,
+With -f FILE: reloads daemon NAME of the group a procward up -f FILE runs,
+through its control socket (as procward restart): its Supervisor's reload(),
+which needs its listen (else refused, exit 1: use restart).
+
+  --timeout MS     how long to wait for the outcome (default 120000)
+  -f, --file FILE  the group's config file
+  --json           print the group's answer as JSON`,
   lock: `usage: procward lock FILE [--wait[=MS]] [--] COMMAND [ARGS...]
        procward lock --postgres URL --key KEY [--wait[=MS]] [--host-loss-ms MS] [--] COMMAND [ARGS...]
 
@@ -143,9 +197,11 @@ const MAIN_USAGE = `usage: procward <command> [options]
 
 commands:
   run      run a command under a supervisor, in the foreground
-  status   show a supervisor's state, judged now (exit 0 running, 3 not, 4 unknown)
-  stop     stop a supervisor (or its orphaned child) by its state file
-  reload   replace a supervisor's daemon without a gap (procward run --hup reload)
+  up       run the daemons of a config file (a SupervisorGroup), in the foreground
+  status   show a supervisor's state (or a group's, one row each), judged now (exit 0 running, 3 not, 4 unknown)
+  stop     stop a supervisor (or its orphaned child) by its state file, or a group's daemon
+  restart  restart a daemon of a running group (procward up), through its control socket
+  reload   replace a supervisor's daemon without a gap (procward run --hup reload), or a group's
   lock     run a command while holding a lock (a file, or PostgreSQL)
 
 procward <command> --help shows a command's options; procward --version its version.`

@@ -8,8 +8,8 @@ const path = require('node:path')
 const { brand, isProcwardError, typeError } = require('../errors')
 const validate = require('../validate')
 
-const CONFIG_KEYS = ['stateDir', 'daemons']
-const GROUP_KEYS = ['after', 'log']
+const CONFIG_KEYS = ['stateDir', 'notify', 'daemons']
+const GROUP_KEYS = ['after', 'memoryLimit', 'log']
 const LOG_KEYS = ['path', 'maxBytes', 'keep']
 const DEFAULT_KEEP = 5
 const KEEP_MAX = 1000
@@ -41,6 +41,22 @@ function checkLog(value, field) {
         : validate.integer(value.maxBytes, `${field}.maxBytes`, 1, Number.MAX_SAFE_INTEGER),
     keep: value.keep === undefined ? DEFAULT_KEEP : validate.integer(value.keep, `${field}.keep`, 1, KEEP_MAX),
   }
+}
+
+/**
+ * `daemons.<name>.memoryLimit`: bytes, or null. Its tree is its process
+ * group or its cgroup: a daemon with neither has no tree to measure.
+ */
+function checkMemoryLimit(value, field, spawn) {
+  if (value === undefined) return null
+  const limit = validate.integer(value, field, 1, Number.MAX_SAFE_INTEGER)
+  const s = spawn !== null && typeof spawn === 'object' ? spawn : {}
+  if (s.processGroup === false && (s.cgroup === undefined || s.cgroup === false)) {
+    throw invalid(
+      `${field}: the daemon's tree is measured as its process group or cgroup: not with spawn.processGroup false and no spawn.cgroup`,
+    )
+  }
+  return limit
 }
 
 /**
@@ -100,8 +116,8 @@ function refuseShared(daemons, pick, what) {
 }
 
 /**
- * GroupConfig → { stateDir (absolute) | null, daemons: [{ name, options,
- * after, dependents, log }] in start order }. `options` are the daemon's
+ * GroupConfig → { stateDir (absolute) | null, notify, daemons: [{ name, options,
+ * after, dependents, log, memoryLimit (bytes or null) }] in start order }. `options` are the daemon's
  * SupervisorOptions as its Supervisor takes them (name and stateFile
  * defaulted, stdout and stderr piped for a log).
  */
@@ -119,8 +135,9 @@ function checkGroupConfig(config) {
       )
     }
     const field = `daemons.${name}`
-    const { after, log, ...options } = validate.object(entry, field)
+    const { after, log, memoryLimit, ...options } = validate.object(entry, field)
     const d = { name, after: checkAfter(after, `${field}.after`), dependents: [], log: checkLog(log, `${field}.log`) }
+    d.memoryLimit = checkMemoryLimit(memoryLimit, `${field}.memoryLimit`, options.spawn)
     d.options = { name, ...options }
     if (options.stateFile === undefined && stateDir !== null) d.options.stateFile = path.join(stateDir, `${name}.json`)
     if (d.log !== null) d.options.spawn = loggedSpawn(options.spawn, `${field}.spawn`)
@@ -142,13 +159,19 @@ function checkGroupConfig(config) {
   )
   // One supervisor per process speaks to the service manager: a second
   // would throw in its constructor after the first took the place.
+  const notify = validate.optionalBoolean(config.notify, 'notify') ?? false
   const speakers = list.filter((d) => d.options.notify === true)
+  if (notify && speakers.length > 0) {
+    throw invalid(
+      `daemons.${speakers[0].name}.notify: the group speaks to the service manager (notify: true), not a daemon`,
+    )
+  }
   if (speakers.length > 1) {
     throw invalid(
       `daemons.${speakers[1].name}.notify: daemons.${speakers[0].name} speaks to the service manager already (one per process)`,
     )
   }
-  return { stateDir, daemons: list }
+  return { stateDir, notify, daemons: list }
 }
 
 /**

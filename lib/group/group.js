@@ -9,9 +9,12 @@
 const { EventEmitter } = require('node:events')
 const fs = require('node:fs/promises')
 const { Supervisor } = require('../supervisor')
+const { EXIT_REASON } = require('../supervisor/exit')
 const { abortError } = require('../validate')
 const { checkGroupConfig, daemonError } = require('./config')
 const { LogFile } = require('./log-file')
+const { MemoryWatch } = require('./memory')
+const { GroupSpeaker } = require('./speaker')
 
 const noop = () => {}
 
@@ -36,10 +39,12 @@ function startError(name, cause) {
 }
 
 class SupervisorGroup extends EventEmitter {
-  /** name → { name, sup, after, dependents, log (LogFile | null), lines: { stdout, stderr } }, in start order. */
+  /** name → { name, sup, after, dependents, log (LogFile | null), memory (MemoryWatch | null), lines: { stdout, stderr } }, in start order. */
   #daemons = new Map()
   #supervisors
   #stateDir
+  /** The group's voice to the service manager (config.notify), or null. */
+  #speaker = null
   /** The start under way (its promise and its AbortController), the stop under way. */
   #starting = null
   #startAc = null
@@ -67,10 +72,12 @@ class SupervisorGroup extends EventEmitter {
     for (const d of c.daemons) {
       const daemon = { name: d.name, sup: sups.get(d.name), after: d.after, dependents: d.dependents }
       daemon.log = d.log === null ? null : new LogFile(d.log)
+      daemon.memory = d.memoryLimit === null ? null : this.#watchMemory(daemon, d)
       this.#daemons.set(d.name, daemon)
       this.#forward(daemon)
     }
     this.#supervisors = new Map([...this.#daemons].map(([name, d]) => [name, d.sup]))
+    if (c.notify) this.#speaker = new GroupSpeaker(this)
     this.#watchListeners()
   }
 
@@ -128,6 +135,7 @@ class SupervisorGroup extends EventEmitter {
 
   async #startAll(ac) {
     if (ac.signal.aborted) throw abortError()
+    this.#speaker?.starting()
     if (this.#stateDir !== null) await fs.mkdir(this.#stateDir, { recursive: true, mode: 0o700 })
     let failure = null
     const ready = new Map()
@@ -148,6 +156,7 @@ class SupervisorGroup extends EventEmitter {
       throw failure
     }
     if (ac.signal.aborted) throw abortError()
+    this.#speaker?.ready()
   }
 
   async #startOne(d, ready, ac) {
@@ -167,12 +176,22 @@ class SupervisorGroup extends EventEmitter {
   }
 
   async #stopAll() {
+    this.#speaker?.stopping()
+    try {
+      await this.#stopEach()
+    } finally {
+      this.#speaker?.stopped()
+    }
+  }
+
+  async #stopEach() {
     const done = new Map()
     const errors = []
     for (const d of [...this.#daemons.values()].reverse()) {
       const stopped = (async () => {
         // Dependents come first in this loop: theirs are set.
         await Promise.all(d.dependents.map((name) => done.get(name)))
+        d.memory?.close()
         try {
           await d.sup.stop()
         } catch (err) {
@@ -184,6 +203,21 @@ class SupervisorGroup extends EventEmitter {
     }
     await Promise.all(done.values())
     if (errors.length > 0) throw errors[0]
+  }
+
+  /**
+   * `d`'s memoryLimit: each child its Supervisor spawns is watched; one
+   * over the limit is stopped ('memory' emitted), and its exit is the
+   * Supervisor's crash with reason 'memory'.
+   */
+  #watchMemory(daemon, d) {
+    const { name, sup } = daemon
+    const watch = new MemoryWatch(d.memoryLimit, d.options.spawn?.stop, (over) =>
+      this.emit('memory', { name, ...over }),
+    )
+    sup[EXIT_REASON] = (info) => watch.reasonOf(info)
+    sup.on('spawn', (child) => watch.watch(child))
+    return watch
   }
 
   /** Re-emits `d`'s Supervisor's events as the group's, and feeds its log. */

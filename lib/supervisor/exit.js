@@ -12,14 +12,36 @@ const signals = require('./signals')
 const { nowIso } = require('./state-file')
 const { describeExit, supervisorError } = require('./words')
 
+/**
+ * Package-internal: a function a Supervisor may carry under this key,
+ * `(info) => reason | null`, asked at an exit we did not cause whether
+ * someone outside the machine had the child stopped (a group's memoryLimit:
+ * 'memory'). Such an exit is a crash, whatever its status, with `reason`.
+ */
+const EXIT_REASON = Symbol('procward.exitReason')
+
+/** What the face's EXIT_REASON says of `info`: a reason, or null (none, or it threw). */
+function outsideReason(m, info) {
+  try {
+    return m.face[EXIT_REASON]?.(info) ?? null
+  } catch {
+    return null
+  }
+}
+
 /** A child's (or adopted orphan's) exit, or a spawn that failed (info null, its error `spawnError`). */
 function exited(m, run, info, spawnError) {
   if (run.exited) return
   run.exited = true
   run.ac.abort()
-  // Stopped for its failed health checks: said in 'exit', the record's
-  // lastExit, status() and 'restart'.
+  // Stopped for its failed health checks, or by someone outside (see
+  // EXIT_REASON): said in 'exit', the record's lastExit, status() and
+  // 'restart'.
   if (info !== null && run.healthFailure !== null) info = Object.freeze({ ...info, reason: 'unhealthy' })
+  else if (info !== null && !run.expected) {
+    const reason = outsideReason(m, info)
+    if (reason !== null) info = Object.freeze({ ...info, reason })
+  }
   if (info !== null) {
     m.lastExit = info
     m.lastExitAt = nowIso()
@@ -191,4 +213,4 @@ function afterEnd(m) {
 /** The actions of an end. */
 const actions = { decide, announceRestart, retryLater, fail, endFailed, endFinished }
 
-module.exports = { actions, exited, afterEnd }
+module.exports = { actions, exited, afterEnd, EXIT_REASON }

@@ -68,8 +68,8 @@ function decideExit(facts, options, window, now) {
   // whatever its code (unless by a signal sent through kill()).
   const beforeReady = options.ready !== null && facts.readyAt === null && !facts.adopted
   let failure
-  // A child stopped as unhealthy failed, whatever its exit.
-  if (exit === null || readyFailure !== null || healthFailure !== null) failure = true
+  // A child stopped as unhealthy, or over its memory limit (a reason), failed, whatever its exit.
+  if (exit === null || readyFailure !== null || healthFailure !== null || exit.reason != null) failure = true
   else if (exit.signal !== null) failure = !facts.sent.has(exit.signal)
   else failure = exit.code !== 0 || beforeReady // null: an adopted orphan's unknown status
   const cause = readyFailure ?? healthFailure ?? facts.spawnError

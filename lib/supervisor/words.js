@@ -7,12 +7,15 @@ function exitInfo(info) {
   return Object.freeze({ pid: info.pid, code: info.code ?? null, signal: info.signal ?? null })
 }
 
+/** Why a child was stopped, as describeExit words it (the exit's `reason`). */
+const REASONS = { unhealthy: ', stopped as unhealthy', memory: ', stopped over its memory limit' }
+
 function describeExit(info) {
   if (info === null) return 'could not be started'
-  const unhealthy = info.reason === 'unhealthy' ? ', stopped as unhealthy' : ''
-  if (info.signal) return `was killed by ${info.signal}${unhealthy}`
-  if (info.code === null) return `exited (status unknown)${unhealthy}`
-  return `exited with code ${info.code}${unhealthy}`
+  const why = info.reason == null ? '' : (REASONS[info.reason] ?? `, stopped (${info.reason})`)
+  if (info.signal) return `was killed by ${info.signal}${why}`
+  if (info.code === null) return `exited (status unknown)${why}`
+  return `exited with code ${info.code}${why}`
 }
 
 /**

@@ -36,6 +36,18 @@ where
     })
 }
 
+/// A file descriptor from JS: never negative.
+fn to_fd(fd: i32) -> Res<i32> {
+    if fd >= 0 {
+        Ok(fd)
+    } else {
+        Err(JsErr::coded(
+            "ERR_OUT_OF_RANGE",
+            format!("fd must be >= 0, got {fd}"),
+        ))
+    }
+}
+
 fn to_port(port: f64) -> Res<u16> {
     if port.fract() == 0.0 && (1.0..=65535.0).contains(&port) {
         Ok(port as u16)
@@ -218,15 +230,7 @@ pub fn cgroup2_mount(env: Env) -> Result<Option<String>> {
 /// terminal or cannot be opened anew here.
 #[napi]
 pub fn open_own_terminal(env: Env, fd: i32) -> Result<Option<i32>> {
-    if fd < 0 {
-        return throw(
-            &env,
-            Err(JsErr::coded(
-                "ERR_OUT_OF_RANGE",
-                format!("fd must be >= 0, got {fd}"),
-            )),
-        );
-    }
+    let fd = throw(&env, to_fd(fd))?;
     throw(
         &env,
         facts::open_own_terminal(fd).map_err(|e| JsErr::os(&e, "open")),
@@ -313,4 +317,75 @@ pub fn marked_processes<'env>(
             })
             .collect())
     })
+}
+
+#[napi(object)]
+pub struct NativeTreeUsage {
+    /// The summed RSS, in bytes.
+    pub memory_bytes: f64,
+    /// The CPU time of its live processes, in microseconds.
+    pub cpu_usec: f64,
+    pub processes: u32,
+}
+
+impl From<facts::TreeUsage> for NativeTreeUsage {
+    fn from(u: facts::TreeUsage) -> Self {
+        // Bytes and microseconds far below 2^53.
+        NativeTreeUsage {
+            memory_bytes: u.rss_bytes as f64,
+            cpu_usec: u.cpu_usec as f64,
+            processes: u.processes,
+        }
+    }
+}
+
+/// What process group `pgid`'s members use now, or null when none is left
+/// (or there is no `/proc`). A scan of the table: off the JS thread.
+#[napi(ts_return_type = "Promise<NativeTreeUsage | null>")]
+pub fn group_usage<'env>(
+    env: &'env Env,
+    pgid: f64,
+) -> Result<PromiseRaw<'env, Option<NativeTreeUsage>>> {
+    off_thread(env, move || {
+        let pgid = to_pid(pgid)?.as_raw();
+        Ok(facts::group_usage(pgid).map_err(read_err)?.map(Into::into))
+    })
+}
+
+/// What the processes of cgroup `dir` use now, or null when it is gone or
+/// empty.
+#[napi(ts_return_type = "Promise<NativeTreeUsage | null>")]
+pub fn cgroup_usage<'env>(
+    env: &'env Env,
+    dir: String,
+) -> Result<PromiseRaw<'env, Option<NativeTreeUsage>>> {
+    off_thread(env, move || {
+        let usage = facts::cgroup_usage(Path::new(&dir))
+            .map_err(|e| JsErr::os(&e, "read").path(Path::new(&dir)))?;
+        Ok(usage.map(Into::into))
+    })
+}
+
+#[napi(object)]
+pub struct NativePeerCred {
+    pub pid: i32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// The pid, uid and gid the kernel recorded for the peer of `fd`, a
+/// connected unix socket of ours (borrowed, not closed): null where it
+/// cannot tell (not Linux). Throws where `fd` is no such socket.
+#[napi]
+pub fn peer_credentials(env: Env, fd: i32) -> Result<Option<NativePeerCred>> {
+    let fd = throw(&env, to_fd(fd))?;
+    let cred = throw(
+        &env,
+        facts::peer_cred(fd).map_err(|e| JsErr::os(&e, "getsockopt")),
+    )?;
+    Ok(cred.map(|c| NativePeerCred {
+        pid: c.pid,
+        uid: c.uid,
+        gid: c.gid,
+    }))
 }

@@ -17,6 +17,11 @@
 
 pub mod parse;
 
+mod memory;
+mod peer;
+pub use memory::{cgroup_usage, group_usage, TreeUsage};
+pub use peer::{peer_cred, PeerCred};
+
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
