@@ -17,11 +17,11 @@ describe('silent stdout pipes', () => {
     const script = 'trap "echo spoke $$; exit 0" USR1; echo >/dev/null; while :; do sleep 0.05; done'
     const children = Array.from({ length: 4 }, () => sup('sh', ['-c', script], { stdio: ['ignore', 'pipe', 'ignore'] }))
     const said = children.map(() => '')
-    children.forEach((c, i) =>
+    for (const [i, c] of children.entries()) {
       c.stdout?.on('data', (d: Buffer) => {
         said[i] += String(d)
-      }),
-    )
+      })
+    }
     for (let i = 0; i < 5; i++) await readFile('/proc/self/status')
     expect(said).toEqual(['', '', '', ''])
     for (const c of children) c.kill('SIGUSR1')
