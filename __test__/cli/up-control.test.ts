@@ -5,16 +5,43 @@
 // reaches the socket.
 import { execFile } from 'node:child_process'
 import { chmodSync, mkdirSync, writeFileSync } from 'node:fs'
+import http from 'node:http'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { Supervisor } from '../../index.js'
-import { CLI, isRoot, NODE, tempDirs, trackProcesses, waitFor } from '../helpers'
+import {
+  aliveInProcTable,
+  CLI,
+  DAEMON_NODE,
+  FIXTURES,
+  freePort,
+  isRoot,
+  NODE,
+  tempDirs,
+  trackProcesses,
+  waitFor,
+} from '../helpers'
 import { Cli, cli } from './cli-process'
 
 const { others } = trackProcesses()
 const tempDir = tempDirs('procward-up-control-')
 
 const sleeper = { command: 'sh', args: ['-c', 'exec sleep 1000'] }
+
+/** The pid that answers GET / on `port` (the listen daemon answers its pid). */
+function answeredBy(port: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    http
+      .get({ host: '127.0.0.1', port, agent: false }, (res) => {
+        let b = ''
+        res.on('data', (d) => {
+          b += d
+        })
+        res.on('end', () => resolve(JSON.parse(b).pid))
+      })
+      .on('error', reject)
+  })
+}
 
 /** A group of db and web (after db) with its stateDir, run by procward up; its config file. */
 async function runningGroup(dir: string, stateDir = join(dir, 'state')): Promise<{ up: Cli; file: string }> {
@@ -42,6 +69,40 @@ function asNobody(args: string[]): Promise<{ code: number | null; err: string }>
 }
 
 describe('the control socket of procward up', () => {
+  it('reload NAME: a daemon of the group that holds its socket is replaced, no request failing', async () => {
+    const dir = tempDir()
+    const file = join(dir, 'group.json')
+    const port = await freePort()
+    const web = {
+      command: DAEMON_NODE,
+      args: [join(FIXTURES, 'listen-daemon.cjs')],
+      listen: [{ port }],
+      ready: { http: `http://127.0.0.1:${port}/` },
+    }
+    writeFileSync(file, JSON.stringify({ stateDir: join(dir, 'state'), daemons: { web } }))
+    const up = new Cli(others, ['up', '-f', file])
+    await waitFor(
+      () => up.err.includes('procward: ready') && up.err.includes('procward: control'),
+      10_000,
+      'the group ready',
+    )
+    const before = await answeredBy(port)
+    let failed = 0
+    let running = true
+    const loop = (async () => {
+      while (running) await answeredBy(port).catch(() => failed++)
+    })()
+    const reload = await cli(others, ['reload', 'web', '-f', file])
+    running = false
+    await loop
+    expect(reload.code).toBe(0)
+    expect(failed).toBe(0)
+    await waitFor(() => !aliveInProcTable(before), 10_000, 'the old daemon gone')
+    expect(await answeredBy(port)).not.toBe(before)
+    up.proc.kill('SIGTERM')
+    await up.done
+  })
+
   it('restarts, stops and starts again one daemon; the others run on', async () => {
     const { up, file } = await runningGroup(tempDir())
     const [dbPid, webPid] = up.pids('spawn')
@@ -64,12 +125,10 @@ describe('the control socket of procward up', () => {
     expect(unknown.code).toBe(1)
     expect(unknown.err).toMatch(/^procward: nope: no daemon nope in this group \(db, web\)$/m)
 
+    // web holds no sockets (no listen): its reload is refused, saying why.
     const reload = await cli(others, ['reload', 'web', '-f', file])
-    if (typeof (Supervisor.prototype as { reload?: unknown }).reload === 'function') expect(reload.code).toBe(0)
-    else {
-      expect(reload.code).toBe(1)
-      expect(reload.err).toMatch(/reload is not in this procward .*: use restart/)
-    }
+    expect(reload.code).toBe(1)
+    expect(reload.err).toMatch(/^procward: web: .*holds no sockets \(options\.listen\).*use restart\(\)$/m)
     up.proc.kill('SIGTERM')
     await up.done
     // Gone with the group: nothing answers.

@@ -84,7 +84,7 @@ describe('a config that cannot run is refused in the constructor', () => {
       () => ({ daemons: { web: { ...cmd, maxMemory: 1 << 30 } } }),
       'TypeError',
       'ERR_INVALID_ARG_VALUE',
-      'daemons.web.maxMemory is not an option of a daemon (command, args, name, spawn, restart, backoff, crashLoop, ready, readyTimeoutMs, health, stateFile, takeover, handleSignals, notify, meta, after, memoryLimit, log)',
+      'daemons.web.maxMemory is not an option of a daemon (command, args, name, spawn, restart, backoff, crashLoop, ready, readyTimeoutMs, health, stateFile, takeover, handleSignals, notify, meta, listen, after, memoryLimit, log)',
     ],
     [
       'notify beside a daemon that speaks',
