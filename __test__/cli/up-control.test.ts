@@ -8,7 +8,6 @@ import { chmodSync, mkdirSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { Supervisor } from '../../index.js'
 import {
   aliveInProcTable,
   CLI,
