@@ -505,6 +505,36 @@ export async function announcedWorkers(p: SupervisedProcess, tracker: Spawned): 
   return pids
 }
 
+/**
+ * GET `path` of a daemon answering JSON (fixtures/listen-daemon.cjs,
+ * http-daemon.cjs: `{ pid, ... }`) on a new connection; rejects with the
+ * connection's error (ECONNREFUSED, ECONNRESET) for a caller that counts them.
+ */
+export function getJson<T = { pid: number; [k: string]: unknown }>(
+  port: number,
+  path = '/',
+  host = '127.0.0.1',
+): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const req = http.get({ host, port, path, agent: false }, (res) => {
+      let body = ''
+      res.on('data', (d) => {
+        body += d
+      })
+      res.on('end', () => {
+        try {
+          resolve(JSON.parse(body))
+        } catch (err) {
+          reject(err)
+        }
+      })
+      res.on('error', reject)
+    })
+    req.on('error', reject)
+    req.setTimeout(20_000, () => req.destroy(new Error('timed out')))
+  })
+}
+
 /** What fixtures/http-daemon.cjs on `port` says about itself, or null when nothing answers. */
 export function askDaemon(port: number): Promise<{ pid: number; args: string[] } | null> {
   return new Promise((resolve) => {

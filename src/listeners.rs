@@ -74,16 +74,7 @@ const HDR: usize = size_of::<NlMsgHdr>();
 /// The inodes of the TCP sockets listening on `port` (IPv4 and IPv6) in this
 /// process's network namespace.
 pub fn listening_inodes(port: u16) -> io::Result<Vec<u64>> {
-    // SAFETY: socket(2) takes no pointers; the result is checked.
-    let fd = cvt(unsafe {
-        libc::socket(
-            libc::AF_NETLINK,
-            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
-            NETLINK_SOCK_DIAG,
-        )
-    })?;
-    // SAFETY: fd was just returned by socket(2) and is owned by no one else.
-    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    let sock = diag_socket()?;
     let mut inodes = Vec::new();
     for (seq, family) in [(1, libc::AF_INET), (2, libc::AF_INET6)] {
         dump(
@@ -103,6 +94,18 @@ pub fn listening_inodes(port: u16) -> io::Result<Vec<u64>> {
 /// network namespace: the server side of a connection we made from port
 /// `peer` to `port`, whichever process accepted it.
 pub fn accepted_inodes(port: u16, peer: u16) -> io::Result<Vec<u64>> {
+    let sock = diag_socket()?;
+    let mut inodes = Vec::new();
+    let states = !(1u32 << TCP_LISTEN);
+    let pair = |sport, dport| sport == port && dport == peer;
+    for (seq, family) in [(1, libc::AF_INET), (2, libc::AF_INET6)] {
+        dump(&sock, seq, family as u8, states, &pair, &mut inodes)?;
+    }
+    Ok(inodes)
+}
+
+/// A sock_diag netlink socket of our own, for one question.
+fn diag_socket() -> io::Result<OwnedFd> {
     // SAFETY: socket(2) takes no pointers; the result is checked.
     let fd = cvt(unsafe {
         libc::socket(
@@ -112,14 +115,7 @@ pub fn accepted_inodes(port: u16, peer: u16) -> io::Result<Vec<u64>> {
         )
     })?;
     // SAFETY: fd was just returned by socket(2) and is owned by no one else.
-    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
-    let mut inodes = Vec::new();
-    let states = !(1u32 << TCP_LISTEN);
-    let pair = |sport, dport| sport == port && dport == peer;
-    for (seq, family) in [(1, libc::AF_INET), (2, libc::AF_INET6)] {
-        dump(&sock, seq, family as u8, states, &pair, &mut inodes)?;
-    }
-    Ok(inodes)
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Dumps the TCP sockets of `family` in `states` (a bit per state) and

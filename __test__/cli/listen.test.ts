@@ -7,7 +7,7 @@ import { writeFileSync } from 'node:fs'
 import http from 'node:http'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { aliveInProcTable, DAEMON_NODE, FIXTURES, freePort, tempDirs, trackProcesses } from '../helpers'
+import { aliveInProcTable, DAEMON_NODE, FIXTURES, freePort, getJson, tempDirs, trackProcesses } from '../helpers'
 import { recordWhen } from '../supervisor/helpers'
 import { Cli, cli as runCli } from './cli-process'
 
@@ -15,20 +15,7 @@ const { others } = trackProcesses()
 const tempDir = tempDirs('procward-cli-listen-')
 const cli = (args: string[]) => runCli(others, args)
 const DAEMON = join(FIXTURES, 'listen-daemon.cjs')
-
-function get(port: number): Promise<number> {
-  return new Promise((resolve, reject) => {
-    http
-      .get({ host: '127.0.0.1', port, agent: false }, (res) => {
-        let b = ''
-        res.on('data', (d) => {
-          b += d
-        })
-        res.on('end', () => resolve(JSON.parse(b).pid))
-      })
-      .on('error', reject)
-  })
-}
+const pidAt = async (port: number) => (await getJson(port)).pid
 
 /** `procward run --listen PORT --ready-http … --hup reload --state-file F -- node listen-daemon.cjs`, once running. */
 async function served(extra: string[] = []) {
@@ -56,14 +43,14 @@ async function served(extra: string[] = []) {
 describe.skipIf(process.platform !== 'linux')('procward run --listen', () => {
   it('SIGHUP and procward reload replace the daemon; a client counting fails nothing', async () => {
     const { c, stateFile, port, daemon } = await served()
-    expect(await get(port)).toBe(daemon)
+    expect(await pidAt(port)).toBe(daemon)
     let failed = 0
     let ok = 0
     let running = true
     const loop = (async () => {
       while (running) {
         try {
-          await get(port)
+          await pidAt(port)
           ok++
         } catch {
           failed++
@@ -125,7 +112,7 @@ describe.skipIf(process.platform !== 'linux')('procward run --listen', () => {
     const out = await cli(['reload', stateFile])
     expect(out.code).toBe(1)
     expect(out.err).toMatch(new RegExp(`reload failed, pid ${daemon} serves on: .*exited with code 3`))
-    expect(await get(port)).toBe(daemon)
+    expect(await pidAt(port)).toBe(daemon)
     expect(c.err).toContain('reload failed')
     const st = await cli(['status', stateFile])
     expect(st.out).toMatch(new RegExp(`Last reload: failed \\(pid ${daemon} served on\\): .*exited with code 3`))
@@ -142,7 +129,7 @@ describe.skipIf(process.platform !== 'linux')('procward run --listen', () => {
     // Still the same supervisor and daemon: no SIGHUP reached it.
     await new Promise((res) => setTimeout(res, 200))
     expect(aliveInProcTable(c.pid)).toBe(true)
-    expect(await get(port)).toBe(r.child?.pid)
+    expect(await pidAt(port)).toBe(r.child?.pid)
   })
 
   it.each([

@@ -5,7 +5,6 @@
 // reaches the socket.
 import { execFile } from 'node:child_process'
 import { chmodSync, mkdirSync, writeFileSync } from 'node:fs'
-import http from 'node:http'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import {
@@ -14,6 +13,7 @@ import {
   DAEMON_NODE,
   FIXTURES,
   freePort,
+  getJson,
   isRoot,
   NODE,
   tempDirs,
@@ -25,22 +25,9 @@ import { Cli, cli } from './cli-process'
 const { others } = trackProcesses()
 const tempDir = tempDirs('procward-up-control-')
 
-const sleeper = { command: 'sh', args: ['-c', 'exec sleep 1000'] }
+const answeredBy = async (port: number) => (await getJson(port)).pid
 
-/** The pid that answers GET / on `port` (the listen daemon answers its pid). */
-function answeredBy(port: number): Promise<number> {
-  return new Promise((resolve, reject) => {
-    http
-      .get({ host: '127.0.0.1', port, agent: false }, (res) => {
-        let b = ''
-        res.on('data', (d) => {
-          b += d
-        })
-        res.on('end', () => resolve(JSON.parse(b).pid))
-      })
-      .on('error', reject)
-  })
-}
+const sleeper = { command: 'sh', args: ['-c', 'exec sleep 1000'] }
 
 /** A group of db and web (after db) with its stateDir, run by procward up; its config file. */
 async function runningGroup(dir: string, stateDir = join(dir, 'state')): Promise<{ up: Cli; file: string }> {

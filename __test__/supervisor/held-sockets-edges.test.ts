@@ -6,7 +6,6 @@
 // a forged record. Real processes; bounds on correctness, never on speed.
 import { type ChildProcess, execFile } from 'node:child_process'
 import { readFileSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs'
-import http from 'node:http'
 import net from 'node:net'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
@@ -19,6 +18,7 @@ import {
   FIXTURES,
   fdsLeftSince,
   freePort,
+  getJson,
   hasPython,
   NODE,
   openFds,
@@ -37,26 +37,6 @@ const supervisor = trackSupervisors()
 const cli = (args: string[]) => runCli(others, args)
 const DAEMON = join(FIXTURES, 'listen-daemon.cjs')
 const execFileP = promisify(execFile)
-
-function get(port: number, host = '127.0.0.1', path = '/'): Promise<{ pid: number }> {
-  return new Promise((resolve, reject) => {
-    const req = http.get({ host, port, path, agent: false }, (res) => {
-      let body = ''
-      res.on('data', (d) => {
-        body += d
-      })
-      res.on('end', () => {
-        try {
-          resolve(JSON.parse(body))
-        } catch (err) {
-          reject(err)
-        }
-      })
-      res.on('error', reject)
-    })
-    req.on('error', reject)
-  })
-}
 
 function daemon(more: Partial<SupervisorOptions> = {}, args: string[] = []): SupervisorOptions {
   return {
@@ -232,7 +212,7 @@ describe.skipIf(process.platform !== 'linux')('held sockets: attacks that held',
     const warm = supervisor(daemon())
     await warm.start()
     await warm.reload()
-    await get(warm.listening[0]?.port as number)
+    await getJson(warm.listening[0]?.port as number)
     await warm.stop()
     const before = openFds()
     const s = supervisor(daemon())
@@ -251,7 +231,7 @@ describe.skipIf(process.platform !== 'linux')('held sockets: attacks that held',
         'a new daemon',
       )
     }
-    expect((await get(port)).pid).toBe(s.child?.pid)
+    expect((await getJson(port)).pid).toBe(s.child?.pid)
     await s.stop()
     expect(pids).toHaveLength(21)
     for (const pid of pids) await waitFor(() => !aliveInProcTable(pid), 5000, `daemon ${pid} gone`)
@@ -265,10 +245,10 @@ describe.skipIf(process.platform !== 'linux')('held sockets: attacks that held',
     expect(l?.host).toBe('::1')
     expect(l?.name).toBe(`tcp-${l?.port}`)
     const old = s.child?.pid
-    expect((await get(l?.port as number, '::1')).pid).toBe(old)
+    expect((await getJson(l?.port as number, '/', '::1')).pid).toBe(old)
     await s.reload()
     await waitFor(() => old !== undefined && !aliveInProcTable(old), 5000, 'the old daemon gone')
-    expect((await get(l?.port as number, '::1')).pid).toBe(s.child?.pid)
+    expect((await getJson(l?.port as number, '/', '::1')).pid).toBe(s.child?.pid)
   })
 
   it('a successor that exits 0 at once: reload() rejects ERR_RELOAD_FAILED, the old one serves on', async () => {
@@ -283,7 +263,7 @@ describe.skipIf(process.platform !== 'linux')('held sockets: attacks that held',
     expect(err?.code).toBe('ERR_RELOAD_FAILED')
     expect(s.state).toBe('running')
     expect(s.child?.pid).toBe(old)
-    expect((await get(port)).pid).toBe(old)
+    expect((await getJson(port)).pid).toBe(old)
   })
 
   it('a unix path that is a symlink: EADDRINUSE, the link and its target left as they were', async () => {
@@ -322,7 +302,7 @@ describe.skipIf(process.platform !== 'linux')('held sockets: attacks that held',
     await s.start()
     const second = s.listening[0]?.port as number
     expect(second).toBeGreaterThan(0)
-    expect((await get(second)).pid).toBe(s.child?.pid)
+    expect((await getJson(second)).pid).toBe(s.child?.pid)
   })
 
   it("procward's own EMFILE at bind, spawn and reload: rejected with a code, nothing uncaught, no daemon left", async () => {

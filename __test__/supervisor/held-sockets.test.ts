@@ -13,6 +13,7 @@ import {
   aliveInProcTable,
   DAEMON_NODE,
   FIXTURES,
+  getJson,
   NODE,
   PROCWARD,
   sleep,
@@ -30,27 +31,6 @@ const DAEMON = join(FIXTURES, 'listen-daemon.cjs')
 
 type Answer = { pid: number; [k: string]: unknown }
 
-function get(port: number, path = '/'): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const req = http.get({ host: '127.0.0.1', port, path, agent: false }, (res) => {
-      let body = ''
-      res.on('data', (d) => {
-        body += d
-      })
-      res.on('end', () => {
-        try {
-          resolve(JSON.parse(body))
-        } catch (err) {
-          reject(err)
-        }
-      })
-      res.on('error', reject)
-    })
-    req.on('error', reject)
-    req.setTimeout(20_000, () => req.destroy(new Error('timed out')))
-  })
-}
-
 /** A client sending requests back to back (a new connection each), counting what it sees, until stop(). */
 function clientLoop(port: number) {
   const seen = { ok: 0, refused: 0, other: [] as string[], pids: new Set<number>() }
@@ -58,7 +38,7 @@ function clientLoop(port: number) {
   const done = (async () => {
     while (running) {
       try {
-        const a = await get(port)
+        const a = await getJson<Answer>(port)
         seen.ok++
         seen.pids.add(a.pid)
       } catch (err) {
@@ -116,11 +96,11 @@ describe('held sockets: bound once, handed over as systemd does', () => {
       { name: `tcp-${port}`, host: '127.0.0.1', port },
       { name: 'admin', host: '127.0.0.1', port: s.listening[1]?.port },
     ])
-    const a = await get(port, '/env')
+    const a = await getJson<Answer>(port, '/env')
     expect(a.pid).toBe(s.child?.pid)
     expect(a.env).toEqual({ LISTEN_FDS: '2', LISTEN_FDNAMES: `tcp-${port}:admin`, LISTEN_PID: String(a.pid) })
     // The second socket is served too, by the same daemon.
-    expect((await get(s.listening[1]?.port as number)).pid).toBe(a.pid)
+    expect((await getJson<Answer>(s.listening[1]?.port as number)).pid).toBe(a.pid)
   })
 
   it('nothing else of the supervisor reaches the child: its fds are 0, 1, 2 and the sockets', async () => {
@@ -206,7 +186,7 @@ describe('held sockets: bound once, handed over as systemd does', () => {
 
   it('after stop() the socket is closed: a connect is refused', async () => {
     const [s, port] = await started(daemon())
-    expect((await get(port)).pid).toBe(s.child?.pid)
+    expect((await getJson<Answer>(port)).pid).toBe(s.child?.pid)
     await s.stop()
     expect(await refusedNow(port)).toBe('ECONNREFUSED')
   })
@@ -242,7 +222,7 @@ describe('reload(): a replacement no request sees', () => {
     s.on('reload', (e) => events.push(e))
     for (let i = 0; i < 10; i++) {
       const old = s.child?.pid
-      const slow = get(port, '/slow?ms=400')
+      const slow = getJson<Answer>(port, '/slow?ms=400')
       await sleep(50) // accepted by the old daemon
       await s.reload()
       const a = await slow
@@ -264,7 +244,7 @@ describe('reload(): a replacement no request sees', () => {
     await s.reload({ args: [DAEMON, '--delay-ms', '10'] })
     // The old one may accept a last connection before its SIGTERM is handled.
     await waitFor(() => !aliveInProcTable(old), 5000, 'the old daemon gone')
-    const a = await get(port)
+    const a = await getJson<Answer>(port)
     expect(a.pid).toBe(s.child?.pid)
     expect(a.pid).not.toBe(old)
     expect(a.args).toEqual(['--delay-ms', '10'])
@@ -289,7 +269,7 @@ describe('reload(): a replacement no request sees', () => {
     expect(events[0]?.ok).toBe(false)
     expect(s.state).toBe('running')
     expect(s.child?.pid).toBe(old)
-    expect((await get(port)).pid).toBe(old)
+    expect((await getJson<Answer>(port)).pid).toBe(old)
     expect(spawned).not.toBe(0)
     expect(aliveInProcTable(spawned)).toBe(false)
     expect(s.status().next).toBe(null)
@@ -317,7 +297,7 @@ describe('reload(): a replacement no request sees', () => {
     // One that does accept, later than the old one answers, is ready once it answers.
     await t.reload({ args: [DAEMON, '--delay-ms', '300'] })
     await waitFor(() => !aliveInProcTable(serving), 5000, 'the old daemon gone')
-    expect((await get(port)).pid).toBe(t.child?.pid)
+    expect((await getJson<Answer>(port)).pid).toBe(t.child?.pid)
   })
 
   it('a successor that crashes before it is ready: reload() rejects, the old one serves on', async () => {
@@ -330,7 +310,7 @@ describe('reload(): a replacement no request sees', () => {
     expect(err?.code).toBe('ERR_RELOAD_FAILED')
     expect(err?.message).toContain('exited with code 7')
     expect(s.child?.pid).toBe(old)
-    expect((await get(port)).pid).toBe(old)
+    expect((await getJson<Answer>(port)).pid).toBe(old)
   })
 
   it('during the overlap the record and status() name both; a second reload() joins the first', async () => {
@@ -377,7 +357,7 @@ describe('reload(): a replacement no request sees', () => {
     const [s, port] = await started(daemon())
     const old = s.child?.pid as number
     // A request the old daemon is serving holds its SIGTERM'd exit back.
-    const slow = get(port, '/slow?ms=1500').catch((e) => e)
+    const slow = getJson<Answer>(port, '/slow?ms=1500').catch((e) => e)
     await sleep(50)
     await s.reload()
     const next = s.child?.pid as number
@@ -401,7 +381,7 @@ describe('reload(): a replacement no request sees', () => {
     await reloading
     expect(s.child?.pid).toBe(next)
     expect(s.state).toBe('running')
-    expect((await get(port)).pid).toBe(next)
+    expect((await getJson<Answer>(port)).pid).toBe(next)
     expect(aliveInProcTable(old)).toBe(false)
   })
 
@@ -420,7 +400,7 @@ describe('reload(): a replacement no request sees', () => {
     expect(spawns).toHaveLength(2)
     expect(aliveInProcTable(old)).toBe(false)
     expect(aliveInProcTable(spawns[0] as number)).toBe(false)
-    expect((await get(port)).pid).toBe(spawns[1])
+    expect((await getJson<Answer>(port)).pid).toBe(spawns[1])
   })
 
   it('a supervisor SIGKILLed during the overlap leaves neither daemon running', async () => {
@@ -484,6 +464,6 @@ describe('bad input starts nothing', () => {
     await s.stop()
     const t = supervisor(daemon({ listen: [{ port }], ready: { http: `http://127.0.0.1:${port}/` } }))
     await t.start()
-    expect((await get(port)).pid).toBe(t.child?.pid)
+    expect((await getJson<Answer>(port)).pid).toBe(t.child?.pid)
   })
 })
