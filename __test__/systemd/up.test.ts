@@ -20,7 +20,7 @@ import {
   systemctl,
   unitProcesses,
   writeInside,
-} from '../systemd/container'
+} from './container'
 
 markSkippedWithoutSystemd('procward up in a real systemd')
 
