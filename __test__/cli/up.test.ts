@@ -172,7 +172,8 @@ describe('procward up', () => {
         const [first, ...rest] = r.err.trimEnd().split('\n')
         expect(first).toMatch(/^procward up: /)
         expect(first).toMatch(message)
-        expect(rest).toEqual(["try 'procward up --help'"])
+        // One line: the file and its problem (no --help hint: flags are not the problem).
+        expect(rest).toEqual([])
         expect(existsSync(join(dir, 'started'))).toBe(false)
       })
     }

@@ -15,6 +15,7 @@ import { cli as runCli } from '../cli/cli-process'
 import {
   aliveInProcTable,
   CLI,
+  DAEMON_NODE,
   FIXTURES,
   fdsLeftSince,
   freePort,
@@ -40,7 +41,7 @@ const execFileP = promisify(execFile)
 
 function daemon(more: Partial<SupervisorOptions> = {}, args: string[] = []): SupervisorOptions {
   return {
-    command: NODE,
+    command: DAEMON_NODE,
     args: [DAEMON, ...args],
     listen: [{ port: 0 }],
     ready: { stdout: 'serving' },

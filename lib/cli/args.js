@@ -5,11 +5,16 @@
 
 const { parseArgs } = require('node:util')
 
-/** Bad usage: one line on stderr, a hint, exit 2. */
+/**
+ * Bad usage: one line on stderr, a hint, exit 2. `hint: false` for a
+ * problem the line says all of (a config file's), where `--help` would
+ * not help.
+ */
 class UsageError extends Error {
-  constructor(verb, message) {
+  constructor(verb, message, { hint = true } = {}) {
     super(message)
     this.verb = verb
+    this.hint = hint
   }
 }
 

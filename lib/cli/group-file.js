@@ -37,7 +37,7 @@ function configFile(verb, given) {
 
 /** The config `file` holds (a .json's value, a module's default export); any failure is bad usage. */
 async function loadConfig(verb, file) {
-  const bad = (what) => new UsageError(verb, `${file}: ${what}`)
+  const bad = (what) => new UsageError(verb, `${file}: ${what}`, { hint: false })
   let text
   if (file.endsWith('.json')) {
     try {
@@ -70,7 +70,7 @@ async function loadConfig(verb, file) {
  * the config's order; a config that is not one is bad usage.
  */
 function stateFiles(verb, file, config) {
-  const bad = (what) => new UsageError(verb, `${file}: ${what}`)
+  const bad = (what) => new UsageError(verb, `${file}: ${what}`, { hint: false })
   const isObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v)
   if (!isObject(config) || !isObject(config.daemons)) throw bad('daemons must be an object')
   if (config.stateDir !== undefined && (typeof config.stateDir !== 'string' || config.stateDir === '')) {

@@ -24,9 +24,9 @@ function help(verb) {
   process.stdout.write(`${verb ? USAGE[verb] : MAIN_USAGE}\n`)
 }
 
-function usageError(verb, message) {
+function usageError(verb, message, hint = true) {
   const where = verb ? `procward ${verb}` : 'procward'
-  process.stderr.write(`${where}: ${message}\ntry '${where} --help'\n`)
+  process.stderr.write(hint ? `${where}: ${message}\ntry '${where} --help'\n` : `${where}: ${message}\n`)
   process.exitCode = 2
 }
 
@@ -75,7 +75,7 @@ async function main(argv) {
     const status = await VERBS[verb]().main(rest, { help: () => help(verb) })
     if (typeof status === 'number') process.exitCode = status
   } catch (err) {
-    if (err instanceof UsageError) usageError(err.verb, err.message)
+    if (err instanceof UsageError) usageError(err.verb, err.message, err.hint)
     else if (/^ERR_INVALID_ARG_(VALUE|TYPE)$/.test(err?.code ?? '') || err?.code === 'ERR_OUT_OF_RANGE') {
       // An argument the library refused (an empty path): bad usage too.
       usageError(verb, err.message)
