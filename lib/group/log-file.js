@@ -18,6 +18,14 @@
 // paused while its chunk is being written (its pipe fills, and the daemon
 // waits on its own write), so each stream has at most one chunk in flight
 // and one line held.
+//
+// A write that fails (ENOSPC, EIO, EDQUOT) drops its chunk, whole: a part
+// the kernel took before the failure is cut off again, so the file still
+// ends at a line's end. The daemon is not held back: what it writes while
+// the disk is full is dropped (the file keeps its older lines; rotation,
+// which waits for maxBytes, frees nothing), until a write succeeds again.
+// A process warning says so at the first failure, and how many bytes were
+// dropped once writes succeed again or at close.
 
 const fs = require('node:fs/promises')
 
@@ -55,6 +63,9 @@ class LogFile {
   #sources = new Set()
   /** The failures reported, each once until the next success: 'write', 'rotate'. */
   #warned = new Set()
+  /** Bytes of output dropped since the last report of them, and the first failure's message. */
+  #dropped = 0
+  #dropCause = ''
 
   /** `log`: { path (absolute), maxBytes (Infinity: never rotated), keep }. */
   constructor(log) {
@@ -152,6 +163,7 @@ class LogFile {
       for (const s of [...this.#sources]) s.detach()
     }
     await this.#queue(async () => {
+      this.#reportDropped()
       const fh = this.#fh
       this.#fh = null
       if (fh !== null) await fh.close()
@@ -201,16 +213,45 @@ class LogFile {
         await this.#rotate()
       }
       this.#warned.delete('write')
+      this.#reportDropped()
     } catch (err) {
-      this.#warn('write', `cannot write ${this.#path}: ${err.message}; ${rest.length} bytes of output dropped`)
+      this.#dropped += rest.length
+      if (this.#dropCause === '') this.#dropCause = err.message
+      this.#warn('write', `cannot write ${this.#path}: ${err.message}; its output is dropped until a write succeeds`)
     }
   }
 
+  /** A warning of the bytes dropped since the last one, if any. */
+  #reportDropped() {
+    if (this.#dropped === 0) return
+    const text = `${this.#dropped} bytes of output dropped, not written to ${this.#path} (${this.#dropCause})`
+    this.#dropped = 0
+    this.#dropCause = ''
+    process.emitWarning(`procward: ${text}`, { code: 'PROCWARD_LOG_FILE' })
+  }
+
+  /**
+   * Appends all of `buf`, or none: when a write fails after the kernel took
+   * part of it (a disk filling up takes what fits), the part is cut off, so
+   * the file still ends with the last whole chunk and #size is true.
+   */
   async #append(buf) {
     let at = 0
-    while (at < buf.length) {
-      const { bytesWritten } = await this.#fh.write(buf, at, buf.length - at)
-      at += bytesWritten
+    try {
+      while (at < buf.length) {
+        const { bytesWritten } = await this.#fh.write(buf, at, buf.length - at)
+        at += bytesWritten
+      }
+    } catch (err) {
+      if (at > 0) {
+        try {
+          await this.#fh.truncate(this.#size)
+        } catch {
+          // Left in: counted, so that rotation still comes at maxBytes.
+          this.#size += at
+        }
+      }
+      throw err
     }
     this.#size += buf.length
   }
