@@ -73,7 +73,8 @@ async function main(argv, { help }) {
   try {
     group = new SupervisorGroup(config)
   } catch (err) {
-    if (err instanceof TypeError || err instanceof RangeError) throw new UsageError('up', `${file}: ${err.message}`, { hint: false })
+    if (err instanceof TypeError || err instanceof RangeError)
+      throw new UsageError('up', `${file}: ${err.message}`, { hint: false })
     throw err
   }
   const output = createOutput({ stamp: !opts.json && !underJournal(), prefix: true })
