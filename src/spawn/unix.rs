@@ -21,6 +21,7 @@ mod clone3;
 mod common;
 #[cfg(target_os = "linux")]
 mod linux;
+mod listen;
 #[cfg(target_os = "linux")]
 use linux as imp;
 #[cfg(target_os = "macos")]

@@ -15,7 +15,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use super::super::{At, Command, Environment, Listen, SpawnError, Stdio};
+use super::super::{At, Command, Environment, SpawnError, Stdio};
 use crate::pid::{Pid, Signal};
 
 /// Where a contained child starts: its cgroup's directory (for `clone3`'s
@@ -177,7 +177,7 @@ pub struct Prepared {
     pub(super) listen_blocking: bool,
 }
 
-fn cstring(s: &str, what: &str) -> Result<CString, SpawnError> {
+pub(super) fn cstring(s: &str, what: &str) -> Result<CString, SpawnError> {
     CString::new(s).map_err(|_| SpawnError::Invalid(format!("{what} must not contain NUL bytes")))
 }
 
@@ -454,71 +454,6 @@ fn inherited_envp() -> Result<Vec<CString>, SpawnError> {
     envp_of(&std::env::vars_os().collect::<Vec<_>>())
 }
 
-/// The variables of the `sd_listen_fds(3)` protocol: whatever the
-/// environment had of them (our own, when a socket unit started us) is
-/// replaced; `LISTEN_PID` is added by the child itself.
-const LISTEN_VARS: [&[u8]; 3] = [b"LISTEN_PID=", b"LISTEN_FDS=", b"LISTEN_FDNAMES="];
-
-/// Most sockets one child may be handed (systemd's own limit on a socket
-/// unit's fds is far below this; it bounds the child's fd numbers).
-const MAX_LISTEN: usize = 1024;
-
-fn listen_env(envp: &mut Vec<CString>, listen: &Listen) -> Result<(), SpawnError> {
-    if listen.fds.is_empty() || listen.fds.len() > MAX_LISTEN {
-        return Err(SpawnError::Invalid(format!(
-            "listen must name 1 to {MAX_LISTEN} sockets, got {}",
-            listen.fds.len()
-        )));
-    }
-    if listen.names.len() != listen.fds.len() {
-        return Err(SpawnError::Invalid(
-            "listen needs one name per socket".into(),
-        ));
-    }
-    if let Some(bad) = listen.names.iter().find(|n| n.contains(':')) {
-        return Err(SpawnError::Invalid(format!(
-            "a listen name must not contain ':' (it separates LISTEN_FDNAMES), got {bad:?}"
-        )));
-    }
-    envp.retain(|e| !LISTEN_VARS.iter().any(|v| e.as_bytes().starts_with(v)));
-    envp.push(cstring(
-        &format!("LISTEN_FDS={}", listen.fds.len()),
-        "listen",
-    )?);
-    envp.push(cstring(
-        &format!("LISTEN_FDNAMES={}", listen.names.join(":")),
-        "listen names",
-    )?);
-    Ok(())
-}
-
-/// Copies the sockets above every number the child fills before it moves
-/// them (stdio sources may sit anywhere from 3 up; the listen targets are
-/// 3..3+n, the notify target above them), close-on-exec until the child's
-/// dup2 puts them in place.
-fn copy_listen(listen: &Listen, notify_fd: Option<i32>) -> Result<Vec<OwnedFd>, SpawnError> {
-    let end = 3 + listen.fds.len() as i32;
-    if let Some(target) = notify_fd.filter(|t| *t < end) {
-        return Err(SpawnError::Invalid(format!(
-            "notifyFd {target} is one of the listening sockets' fds (3..{}): choose {end} or above",
-            end - 1
-        )));
-    }
-    let base = notify_fd.map_or(end, |t| t.max(end - 1) + 1);
-    let mut out = Vec::with_capacity(listen.fds.len());
-    for &fd in &listen.fds {
-        // SAFETY: F_DUPFD_CLOEXEC on a plain fd number; a closed one fails
-        // EBADF and creates nothing.
-        let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, base) };
-        if new < 0 {
-            return Err(SpawnError::os(io::Error::last_os_error(), Stage::Listen));
-        }
-        // SAFETY: the fd was just created for us.
-        out.push(unsafe { OwnedFd::from_raw_fd(new) });
-    }
-    Ok(out)
-}
-
 /// The parent's ends: stdio pipes and the notify pipe's read end.
 pub(super) type ParentEnds = ([Option<OwnedFd>; 3], Option<OwnedFd>);
 
@@ -540,7 +475,7 @@ pub(super) fn prepare(cmd: &Command) -> Result<(Prepared, ParentEnds), SpawnErro
         Environment::Inherit => inherited_envp()?,
     };
     if let Some(listen) = &cmd.listen {
-        listen_env(&mut envp, listen)?;
+        super::listen::listen_env(&mut envp, listen)?;
     }
     let cwd = match &cmd.cwd {
         Some(dir) => {
@@ -581,7 +516,7 @@ pub(super) fn prepare(cmd: &Command) -> Result<(Prepared, ParentEnds), SpawnErro
         }
     };
     let listen = match &cmd.listen {
-        Some(listen) => copy_listen(listen, cmd.notify_fd)?,
+        Some(listen) => super::listen::copy_listen(listen, cmd.notify_fd)?,
         None => Vec::new(),
     };
     Ok((
