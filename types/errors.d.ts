@@ -22,6 +22,10 @@ export type SupervisorErrorCode =
   | 'ERR_READY_TIMEOUT'
   | 'ERR_HEALTH_CHECK_FAILED'
   | 'ERR_HEALTH_CHECK_TIMEOUT'
+  /** `reload()` without `listen`; a successor that exited before it was ready; a reload ended by `stop()` / `restart()`. */
+  | 'ERR_RELOAD_WITHOUT_LISTEN'
+  | 'ERR_RELOAD_FAILED'
+  | 'ERR_RELOAD_ABANDONED'
 
 /** A mechanism asked for that this system cannot give (the message says why). */
 export type UnavailableErrorCode = 'ERR_CGROUP_UNAVAILABLE' | 'ERR_NOTIFY_UNAVAILABLE'

@@ -56,3 +56,34 @@ export function healthEventsAreTyped(sup: Supervisor): void {
     void s
   })
 }
+
+export function heldSocketsAreTyped(): void {
+  const sup = new Supervisor({
+    command: 'node',
+    args: ['server.js'],
+    listen: [
+      { port: 0 },
+      { port: 8443, host: '::', name: 'tls', backlog: 128 },
+      { path: '/run/app.sock', mode: 0o660 },
+    ],
+    ready: { http: 'http://127.0.0.1:8080/healthz', status: 200 },
+    handleSignals: { hup: 'reload' },
+  })
+  // @ts-expect-error a socket is a port or a path
+  void new Supervisor({ command: 'node', listen: [{ name: 'x' }] })
+  const first = sup.listening[0]
+  assertType<Equal<typeof first, import('../../index.js').SupervisorListening | undefined>>()
+  void sup.reload({ args: ['server.js', '--v2'] }).then((v) => assertType<Equal<typeof v, void>>())
+  sup.on('reload', (r) => {
+    assertType<Equal<typeof r.ok, boolean>>()
+    assertType<Equal<typeof r.error, Error | null>>()
+    assertType<Equal<typeof r.to, number | null>>()
+  })
+  const next = sup.status().next
+  assertType<Equal<typeof next, { pid: number; identity: string } | null>>()
+  const r = readSupervisorState('/run/app.json')
+  void r?.lastReload?.ok
+  void r?.next?.pid
+  const code: SupervisorErrorCode = 'ERR_RELOAD_ABANDONED'
+  void code
+}
