@@ -87,6 +87,9 @@ async function portReady(child, port, host, signal) {
   }
 }
 
+/** A probe's error: the daemon beside the one checked answered it. */
+const OTHER_ANSWERED = 'PROCWARD_OTHER_ANSWERED'
+
 /**
  * `url` as errors show it: without its user, password, query and fragment
  * (the error goes to the record, `procward status`, logs and STATUS=).
@@ -132,8 +135,11 @@ function httpCheck(url, status, signal, answeredBy = null) {
       answeredBy(sock.remotePort, sock.localPort).then(
         (ours) => {
           close()
-          if (ours === false) reject(new Error(`GET ${shown(url)} was answered by another process`))
-          else verdict()
+          if (ours === false) {
+            const other = new Error(`GET ${shown(url)} was answered by another process`)
+            other.code = OTHER_ANSWERED
+            reject(other)
+          } else verdict()
         },
         (err) => {
           close()
@@ -163,6 +169,10 @@ async function httpReady(url, status, signal, answeredBy) {
     } catch (err) {
       if (signal.aborted) throw abortError(signal)
       if (err?.name === 'AbortError') throw err
+      // Answered, by the daemon a reload replaces: asked again at once. A
+      // fresh successor loses most races for the shared socket's accepts
+      // to the warm daemon beside it; each probe is one cheap request.
+      if (err?.code === OTHER_ANSWERED) delay = 1
     }
     await sleepFor(delay, signal)
     delay = Math.min(delay * 2, 100)
