@@ -230,7 +230,9 @@ function readyCheck(ready, run, signal, shared) {
         ready.url,
         ready.status,
         signal,
-        shared ? (port, peer) => procfs.childAccepted(run.child, port, peer) : null,
+        // Only a proven answer counts: "cannot tell" (the kernel's tables
+        // unreadable meanwhile) is asked again, never taken for ready.
+        shared ? async (port, peer) => (await procfs.childAccepted(run.child, port, peer)) === true : null,
       )
     case 'line':
       return lineReady(run, ready.match, signal)
