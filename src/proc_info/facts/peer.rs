@@ -7,7 +7,6 @@
 //! refuses everyone).
 
 use std::io;
-use std::os::fd::RawFd;
 
 /// The peer's credentials as the kernel gives them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,7 +19,7 @@ pub struct PeerCred {
 /// The credentials of `fd`'s peer (`fd` a connected unix socket of ours,
 /// borrowed: not closed); an error where `fd` is no such socket.
 #[cfg(target_os = "linux")]
-pub fn peer_cred(fd: RawFd) -> io::Result<Option<PeerCred>> {
+pub fn peer_cred(fd: i32) -> io::Result<Option<PeerCred>> {
     let mut cred = libc::ucred {
         pid: 0,
         uid: 0,
@@ -52,7 +51,7 @@ pub fn peer_cred(fd: RawFd) -> io::Result<Option<PeerCred>> {
 }
 
 #[cfg(not(target_os = "linux"))]
-pub fn peer_cred(_fd: RawFd) -> io::Result<Option<PeerCred>> {
+pub fn peer_cred(_fd: i32) -> io::Result<Option<PeerCred>> {
     Ok(None)
 }
 
