@@ -211,8 +211,10 @@ describe('waitForExit at scale', () => {
   it('waits on more processes than the fd budget poll beyond it: the fd table stays usable', async () => {
     const r = await manyWaits('distinct', 240)
     expect(r.canOpen).toBe(true)
-    // Half the table at most for the waits (plus liveness's small pidfd cache).
-    expect(r.fds).toBeLessThan(240)
+    // Half the table at most for the waits (128), plus liveness's bounded
+    // cache (64 pidfds, 16 of them with a stat fd beside) and the runtime's
+    // own fds (Deno has some 30): never the whole table.
+    expect(r.fds).toBeLessThan(250)
     expect(r.resolved).toBe(240)
   })
 })
