@@ -177,7 +177,7 @@ pub struct Prepared {
     pub(super) listen_blocking: bool,
 }
 
-pub(super) fn cstring(s: &str, what: &str) -> Result<CString, SpawnError> {
+fn cstring(s: &str, what: &str) -> Result<CString, SpawnError> {
     CString::new(s).map_err(|_| SpawnError::Invalid(format!("{what} must not contain NUL bytes")))
 }
 
@@ -516,7 +516,8 @@ pub(super) fn prepare(cmd: &Command) -> Result<(Prepared, ParentEnds), SpawnErro
         }
     };
     let listen = match &cmd.listen {
-        Some(listen) => super::listen::copy_listen(listen, cmd.notify_fd)?,
+        Some(listen) => super::listen::copy_listen(listen, cmd.notify_fd)?
+            .map_err(|e| SpawnError::os(e, Stage::Listen))?,
         None => Vec::new(),
     };
     Ok((

@@ -9,7 +9,6 @@ use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};
 
 use super::super::{Listen, SpawnError};
-use super::common::{cstring, Stage};
 
 /// The variables of the `sd_listen_fds(3)` protocol: whatever the
 /// environment had of them (our own, when a socket unit started us) is
@@ -38,25 +37,26 @@ pub(super) fn listen_env(envp: &mut Vec<CString>, listen: &Listen) -> Result<(),
         )));
     }
     envp.retain(|e| !LISTEN_VARS.iter().any(|v| e.as_bytes().starts_with(v)));
-    envp.push(cstring(
-        &format!("LISTEN_FDS={}", listen.fds.len()),
-        "listen",
-    )?);
-    envp.push(cstring(
-        &format!("LISTEN_FDNAMES={}", listen.names.join(":")),
-        "listen names",
-    )?);
+    envp.push(entry(format!("LISTEN_FDS={}", listen.fds.len()))?);
+    envp.push(entry(format!("LISTEN_FDNAMES={}", listen.names.join(":")))?);
     Ok(())
+}
+
+/// An environment entry as a C string.
+fn entry(text: String) -> Result<CString, SpawnError> {
+    CString::new(text)
+        .map_err(|_| SpawnError::Invalid("listen names must not contain NUL bytes".into()))
 }
 
 /// Copies the sockets above every number the child fills before it moves
 /// them (stdio sources may sit anywhere from 3 up; the listen targets are
 /// 3..3+n, the notify target above them), close-on-exec until the child's
-/// dup2 puts them in place.
+/// dup2 puts them in place. The inner error is a copy that failed (a
+/// closed fd), for the caller to word as its spawn stage.
 pub(super) fn copy_listen(
     listen: &Listen,
     notify_fd: Option<i32>,
-) -> Result<Vec<OwnedFd>, SpawnError> {
+) -> Result<io::Result<Vec<OwnedFd>>, SpawnError> {
     let end = 3 + listen.fds.len() as i32;
     if let Some(target) = notify_fd.filter(|t| *t < end) {
         return Err(SpawnError::Invalid(format!(
@@ -71,10 +71,10 @@ pub(super) fn copy_listen(
         // EBADF and creates nothing.
         let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, base) };
         if new < 0 {
-            return Err(SpawnError::os(io::Error::last_os_error(), Stage::Listen));
+            return Ok(Err(io::Error::last_os_error()));
         }
         // SAFETY: the fd was just created for us.
         out.push(unsafe { OwnedFd::from_raw_fd(new) });
     }
-    Ok(out)
+    Ok(Ok(out))
 }
