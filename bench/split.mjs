@@ -93,7 +93,7 @@ export async function run() {
   }
   const validate = require('../lib/validate.js')
   const { nativeSpawnOptions } = require('../lib/spawn-options.js')
-  const { SupervisedProcess, spawnSupervised } = require('../lib/supervised.js')
+  const { SupervisedProcess, spawnSupervised, nativeEnv } = require('../lib/supervised.js')
 
   // The step-by-step copy of spawnSupervised (lib/supervised.js), marked.
   const live = new Map()
@@ -114,11 +114,13 @@ export async function run() {
       else early = info
     }
     mark(J.options)
-    const handle = native.spawnSupervised(command, [...args], opts.native, onExit)
+    const n = opts.native
+    const env = nativeEnv(n.env)
+    const handle = native.spawnSupervised(command, [...args], n.flags, n.stdio, n.deathSignal, env, n.extra, onExit)
     mark(J.returned)
-    pid = handle.pid
+    pid = native.childPid(handle)
     if (early === null) live.set(pid, spawn)
-    proc = new SupervisedProcess(handle, opts.stopDefaults, opts.abortSignal)
+    proc = new SupervisedProcess(handle, pid, opts.stopDefaults, opts.abortSignal, opts.pipes, opts.terminal)
     if (early) proc._onNativeExit(early)
     mark(J.built)
     return proc

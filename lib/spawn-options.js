@@ -3,6 +3,7 @@
 // here starts or signals a process (lib/supervised.js does).
 
 const { isMainThread } = require('node:worker_threads')
+const native = require('../binding.js')
 const { typeError } = require('./errors')
 const validate = require('./validate')
 
@@ -110,13 +111,9 @@ const CGROUP_KEYS = ['parent']
 const SIGKILL = validate.signal('SIGKILL')
 const NO_STOP_OPTIONS = nativeStopOptions(undefined, STOP_DEFAULTS, 'options.stop').native
 
-// stdio entries for the three kinds without a file: the same objects every
-// time (the native side only reads them).
-const STDIO_KINDS = {
-  ignore: Object.freeze({ kind: 'ignore' }),
-  inherit: Object.freeze({ kind: 'inherit' }),
-  pipe: Object.freeze({ kind: 'pipe' }),
-}
+// stdio kinds without a file, as the native call takes them.
+const STDIO_KINDS = { ignore: native.STDIO_IGNORE, inherit: native.STDIO_INHERIT, pipe: native.STDIO_PIPE }
+const DEFAULT_STDIO = Object.freeze(['ignore', 'inherit', 'inherit'])
 
 /** `cgroup`: false/undefined, true, or { parent?: absolute path }. */
 function cgroupOption(value) {
@@ -152,8 +149,6 @@ function optionalId(value, name) {
 function notifyFd(value, name) {
   return validate.integer(value, name, 3, 65535, ' (0..2 are stdio)')
 }
-
-const NO_ENV = Object.freeze({ keys: Object.freeze([]), values: Object.freeze([]) })
 
 /** Entries (each key, its value as read) as two arrays, each key and value checked; undefined skipped. */
 function envArrays(names, read) {
@@ -235,15 +230,28 @@ function nativeSpawnOptions(options) {
   // A worker's process.env is its own copy, and Bun's process.env writes
   // never reach environ: there process.env is passed along.
   const inheritEnv = o.env === undefined && isMainThread && !IS_BUN
-  const { keys: envKeys, values: envValues } = inheritEnv
-    ? NO_ENV
-    : o.env === undefined
-      ? processEnv()
-      : givenEnv(o.env)
-  let stdio = o.stdio ?? ['ignore', 'inherit', 'inherit']
+  const env = inheritEnv ? undefined : o.env === undefined ? processEnv() : givenEnv(o.env)
+  let stdio = o.stdio ?? DEFAULT_STDIO
   if (!Array.isArray(stdio)) stdio = [stdio, stdio, stdio]
   if (stdio.length !== 3) {
     throw typeError('options.stdio must be one option or an array of three', 'ERR_INVALID_ARG_VALUE')
+  }
+  // Packed for the native call (see STDIO_FILE in src/binding/child.rs):
+  // two bits of kind per fd, an append bit per file; the files' paths in
+  // `extra`.
+  let packedStdio = 0
+  let stdioPaths
+  let hasPipe = false
+  for (let i = 0; i < 3; i++) {
+    const entry = stdioEntry(stdio[i], i)
+    if (typeof entry === 'number') {
+      packedStdio |= entry << (2 * i)
+      if (entry === native.STDIO_PIPE) hasPipe = true
+      continue
+    }
+    packedStdio |= (native.STDIO_FILE << (2 * i)) | (entry.append ? native.STDIO_APPEND << i : 0)
+    stdioPaths ??= ['', '', '']
+    stdioPaths[i] = entry.path
   }
   const processGroup = validate.optionalBoolean(o.processGroup, 'options.processGroup') ?? true
   const killGroupOnExit = validate.optionalBoolean(o.killGroupOnExit, 'options.killGroupOnExit') ?? true
@@ -264,30 +272,59 @@ function nativeSpawnOptions(options) {
   const stopNative =
     o.stop === undefined ? NO_STOP_OPTIONS : nativeStopOptions(o.stop, STOP_DEFAULTS, 'options.stop').native
   const { cgroup, cgroupParent } = cgroupOption(o.cgroup)
+  const notify = o[NOTIFY_FD] === undefined ? undefined : notifyFd(o[NOTIFY_FD], 'notifyFd')
+  const listen = o[LISTEN]
+  let flags = processGroup ? native.SPAWN_PROCESS_GROUP : 0
+  if (inheritEnv) flags |= native.SPAWN_INHERIT_ENV
+  if (processGroup && killGroupOnExit) flags |= native.SPAWN_KILL_GROUP_ON_EXIT
+  if (IS_NODE) flags |= native.SPAWN_USE_LOOP
+  if (cgroup) flags |= native.SPAWN_CGROUP
+  if (o[TAKE_TERMINAL] === true) flags |= native.SPAWN_TAKE_TERMINAL
+  // What most spawns leave unset: absent then, so the native side reads
+  // nothing of it.
+  const rare =
+    cwd !== undefined ||
+    stdioPaths !== undefined ||
+    notify !== undefined ||
+    uid !== undefined ||
+    gid !== undefined ||
+    umask !== undefined ||
+    argv0 !== undefined ||
+    cgroup ||
+    listen !== undefined
   return {
     native: {
-      cwd,
-      inheritEnv,
-      envKeys,
-      envValues,
-      stdio: stdio.map(stdioEntry),
-      processGroup,
-      killGroupOnExit: processGroup && killGroupOnExit,
+      flags,
+      stdio: packedStdio,
       deathSignal,
-      notifyFd: o[NOTIFY_FD] === undefined ? undefined : notifyFd(o[NOTIFY_FD], 'notifyFd'),
-      uid,
-      gid,
-      umask,
-      argv0,
-      useLoop: IS_NODE,
-      cgroup,
-      cgroupParent,
-      killTimeoutMs: stopNative.killTimeoutMs,
-      takeTerminal: o[TAKE_TERMINAL] === true,
-      listenFds: o[LISTEN]?.fds,
-      listenNames: o[LISTEN]?.names,
-      listenBlocking: o[LISTEN]?.blocking,
+      // The child's environment, unless inherited: arrays the caller
+      // turns into a NativeEnv (process.env's is kept while it reads the
+      // same: see processEnv).
+      env: inheritEnv ? undefined : env,
+      extra: rare
+        ? {
+            cwd,
+            stdioPaths,
+            notifyFd: notify,
+            uid,
+            gid,
+            umask,
+            argv0,
+            cgroupParent,
+            killTimeoutMs: cgroup ? stopNative.killTimeoutMs : undefined,
+            listenFds: listen?.fds,
+            listenNames: listen?.names,
+            listenBlocking: listen?.blocking,
+          }
+        : undefined,
     },
+    // For a spawn error's wording: the directory and the stdio files.
+    cwd,
+    stdioPaths,
+    // Whether the child has pipes to hand over (stdio 'pipe', the notify
+    // pipe), and takes the terminal.
+    pipes: hasPipe || notify !== undefined,
+    terminal: o[TAKE_TERMINAL] === true,
     // Only read (merged under a stop's own options): the frozen defaults
     // themselves when the spawn gives none.
     stopDefaults: o.stop == null ? STOP_DEFAULTS : { ...STOP_DEFAULTS, ...o.stop },

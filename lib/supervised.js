@@ -79,30 +79,39 @@ function bunPipeReader(fd) {
   return stream
 }
 
+const NO_STDIO = Object.freeze([null, null, null])
+
 class SupervisedProcess extends EventEmitter {
   #native
   #pid
   #exitInfo = null
-  #exited
-  #resolveExited
+  // Made when first asked for (most callers listen for 'exit' instead):
+  // until then, null.
+  #exited = null
+  #resolveExited = null
   #stopping = null
   #stopDefaults
   #abort = null
-  #stdio
-  #notify
+  #stdio = NO_STDIO
+  #notify = null
+  #terminal
 
-  /** @internal Use spawnSupervised(). */
-  constructor(handle, stopDefaults, abortSignal) {
+  /**
+   * @internal Use spawnSupervised(). `handle` is the native child (an
+   * external: see src/binding/child.rs); `pipes`: whether it has any pipe
+   * to hand over; `terminal`: spawned with TAKE_TERMINAL.
+   */
+  constructor(handle, pid, stopDefaults, abortSignal, pipes, terminal) {
     super()
     this.#native = handle
-    this.#pid = handle.pid
+    this.#pid = pid
     this.#stopDefaults = stopDefaults
-    this.#exited = new Promise((resolve) => {
-      this.#resolveExited = resolve
-    })
-    const [stdin, stdout, stderr, notify] = handle.takePipes()
-    this.#stdio = [stdin, stdout, stderr].map(pipeStream)
-    this.#notify = pipeStream(notify, 3)
+    this.#terminal = terminal
+    if (pipes) {
+      const [stdin, stdout, stderr, notify] = native.childTakePipes(handle)
+      this.#stdio = [stdin, stdout, stderr].map(pipeStream)
+      this.#notify = pipeStream(notify, 3)
+    }
     if (abortSignal) {
       const onAbort = () => {
         this.stop().catch(() => {})
@@ -124,8 +133,8 @@ class SupervisedProcess extends EventEmitter {
     this.#abort = null
     // Before anyone hears of the exit (a Supervisor restarts at once): a
     // child spawned with TAKE_TERMINAL hands the terminal back to us.
-    this.#native.reclaimTerminal()
-    this.#resolveExited(this.#exitInfo)
+    if (this.#terminal) native.childReclaimTerminal(this.#native)
+    this.#resolveExited?.(this.#exitInfo)
     this.emit('exit', this.#exitInfo)
   }
 
@@ -149,36 +158,44 @@ class SupervisedProcess extends EventEmitter {
     return this.#pid
   }
   get pgid() {
-    return this.#native.pgid ?? null
+    return native.childPgid(this.#native) ?? null
   }
   /** The child's own cgroup (a path under the cgroup2 mount) while it lives. */
   get cgroup() {
-    return this.#native.cgroup ?? null
+    return native.childCgroup(this.#native) ?? null
   }
   /** CPU time, memory and pids of the child's cgroup; null where unknown. */
   resourceUsage() {
-    const u = this.#native.resourceUsage()
+    const u = native.childResourceUsage(this.#native)
     return { cpuUsec: u.cpuUsec ?? null, memoryBytes: u.memoryBytes ?? null, pids: u.pids ?? null }
   }
   /** @internal The cgroup's path and id, for a Supervisor's state file. */
   get [CGROUP_RECORD]() {
-    const r = this.#native.cgroupRecord()
+    const r = native.childCgroupRecord(this.#native)
     return r ? { path: r[0], id: Number(r[1]) } : null
   }
   get identity() {
     // Read from /proc on first use unless known at spawn; EMFILE can throw.
-    return callNative(() => this.#native.identity)
+    return callNative(() => native.childIdentity(this.#native))
   }
   /** 'pidfd' | 'pidfd-tokio' | 'kqueue' | 'fallback' */
   get exitWatch() {
-    return this.#native.backend
+    return native.childBackend(this.#native)
   }
   get exited() {
+    if (this.#exited === null) {
+      this.#exited =
+        this.#exitInfo !== null
+          ? Promise.resolve(this.#exitInfo)
+          : new Promise((resolve) => {
+              this.#resolveExited = resolve
+            })
+    }
     return this.#exited
   }
   get exitInfo() {
     if (this.#exitInfo !== null) return this.#exitInfo
-    const s = this.#native.exitStatus()
+    const s = native.childExitStatus(this.#native)
     return s ? Object.freeze({ pid: this.#pid, code: s.code ?? null, signal: s.signal ?? null }) : null
   }
   get stdin() {
@@ -198,7 +215,7 @@ class SupervisedProcess extends EventEmitter {
       )
     }
     const num = validate.signal(signal)
-    return callNative(() => this.#native.kill(num))
+    return callNative(() => native.childKill(this.#native, num))
   }
 
   stop(options) {
@@ -223,7 +240,7 @@ class SupervisedProcess extends EventEmitter {
         })
       }
       const stopping = startStop(
-        (control) => this.#native.stop(opts.native, control),
+        (control) => native.childStop(this.#native, opts.native, control),
         (r) => {
           if (r.exit) this.#markExitedFromStop(r.exit)
           return {
@@ -247,12 +264,12 @@ class SupervisedProcess extends EventEmitter {
   }
 
   ref() {
-    this.#native.ref()
+    native.childSetRef(this.#native, true)
     return this
   }
 
   unref() {
-    this.#native.unref()
+    native.childSetRef(this.#native, false)
     return this
   }
 
@@ -278,12 +295,12 @@ class SupervisedProcess extends EventEmitter {
  * child before exec (setuid, setgid, ...): `spawn <command> <CODE>
  * (<syscall>: text)` with that syscall. All carry `spawnargs`.
  */
-function spawnError(err, command, args, native) {
+function spawnError(err, command, args, opts) {
   const info = nativeInfo(err)
   if (!info?.at) return fromNative(err)
   let e
-  if (info.at === 'chdir') e = systemError(info.code, { ...info, syscall: 'chdir' }, native.cwd)
-  else if (info.at === 'open') e = systemError(info.code, info, native.stdio[info.fd]?.path)
+  if (info.at === 'chdir') e = systemError(info.code, { ...info, syscall: 'chdir' }, opts.cwd)
+  else if (info.at === 'open') e = systemError(info.code, info, opts.stdioPaths?.[info.fd])
   else {
     const text = info.at === 'setup' ? ` (${info.syscall}: ${errnoText(info.errno, info.desc)})` : ''
     e = new Error(`spawn ${command} ${info.code}${text}`)
@@ -309,6 +326,22 @@ function liveChildPids() {
   return live.keys()
 }
 
+// Each environment given to a spawn as arrays ({ keys, values }), converted
+// once: process.env's arrays are the same object while it reads the same
+// (spawn-options.js), so a spawn without `env` on Bun or in a worker
+// converts no string.
+const nativeEnvs = new WeakMap()
+
+function nativeEnv(env) {
+  if (env === undefined) return undefined
+  let n = nativeEnvs.get(env)
+  if (n === undefined) {
+    n = new native.NativeEnv(env.keys, env.values)
+    nativeEnvs.set(env, n)
+  }
+  return n
+}
+
 function spawnSupervised(command, args, options) {
   validate.nonEmptyString(command, 'command')
   args = args === undefined || args === null ? [] : validate.stringArray(args, 'args')
@@ -328,13 +361,14 @@ function spawnSupervised(command, args, options) {
   try {
     // `args` is validate.stringArray's frozen copy (or a fresh []): already
     // ours, read once by the native side.
-    handle = native.spawnSupervised(command, args, opts.native, onExit)
+    const n = opts.native
+    handle = native.spawnSupervised(command, args, n.flags, n.stdio, n.deathSignal, nativeEnv(n.env), n.extra, onExit)
   } catch (err) {
-    throw spawnError(err, command, args, opts.native)
+    throw spawnError(err, command, args, opts)
   }
-  pid = handle.pid
+  pid = native.childPid(handle)
   if (early === null) live.set(pid, spawn)
-  proc = new SupervisedProcess(handle, opts.stopDefaults, opts.abortSignal)
+  proc = new SupervisedProcess(handle, pid, opts.stopDefaults, opts.abortSignal, opts.pipes, opts.terminal)
   if (early) proc._onNativeExit(early)
   return proc
 }
@@ -374,6 +408,8 @@ async function stopSupervisedProcess(target, options) {
 module.exports = {
   SupervisedProcess,
   spawnSupervised,
+  // For bench/split.mjs, which retraces spawnSupervised step by step.
+  nativeEnv,
   stopSupervisedProcess,
   liveChildPids,
   // The spawn and stop options, passed on from ./spawn-options for

@@ -6,10 +6,11 @@
 //! The exit reaches JS through a threadsafe function, or, under Node on
 //! Linux, on the JS thread's own event loop (`js_loop`).
 
+use std::ffi::OsString;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use napi::bindgen_prelude::{Function, PromiseRaw};
+use napi::bindgen_prelude::{External, Function, PromiseRaw};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Result, Status};
 use napi_derive::napi;
@@ -25,27 +26,53 @@ use crate::spawn::{self, Command, Environment, Listen, SpawnError, Stdio};
 use crate::spawn_trace;
 use crate::stop::{self, targets::ChildTarget};
 
-#[napi(object)]
-pub struct NativeStdio {
-    /// 'ignore' | 'inherit' | 'pipe' | 'file'
-    pub kind: String,
-    pub path: Option<String>,
-    pub append: Option<bool>,
-}
+/// The spawn's common options, packed into the integers of one call:
+/// napi-rs reads a `#[napi(object)]` field by field (a property lookup and
+/// a conversion each, through the runtime's N-API layer), and a plain
+/// `/bin/true` spawn paid for twenty of them. What most spawns leave unset
+/// comes in [`NativeSpawnExtra`], absent when none of it is given.
+///
+/// `flags`: these bits (`lib/spawn-options.js` reads them from here).
+#[napi]
+pub const SPAWN_INHERIT_ENV: u32 = 1;
+#[napi]
+pub const SPAWN_PROCESS_GROUP: u32 = 2;
+#[napi]
+pub const SPAWN_KILL_GROUP_ON_EXIT: u32 = 4;
+/// May the exit be watched on this thread's libuv loop? The JS side says
+/// no outside Node: Bun exports every `uv_*` symbol as an aborting stub,
+/// so finding the symbol proves nothing.
+#[napi]
+pub const SPAWN_USE_LOOP: u32 = 8;
+/// Born in a cgroup of its own (under `cgroupParent`, else the default).
+#[napi]
+pub const SPAWN_CGROUP: u32 = 16;
+/// Package-internal (`procward run`): the child takes the foreground of
+/// the terminal on its stdin, if our group has it (`Command::take_terminal`),
+/// and `childReclaimTerminal()` gives it back after the exit.
+#[napi]
+pub const SPAWN_TAKE_TERMINAL: u32 = 32;
 
+/// `stdio`: two bits per fd (fd n at bits 2n), one of these kinds, and for
+/// a file, bit 6 + n when it is opened for appending; its path is
+/// `extra.stdioPaths[n]`.
+#[napi]
+pub const STDIO_IGNORE: u32 = 0;
+#[napi]
+pub const STDIO_INHERIT: u32 = 1;
+#[napi]
+pub const STDIO_PIPE: u32 = 2;
+#[napi]
+pub const STDIO_FILE: u32 = 3;
+#[napi]
+pub const STDIO_APPEND: u32 = 64;
+
+/// What a spawn rarely sets.
 #[napi(object)]
-pub struct NativeSpawnOptions {
+pub struct NativeSpawnExtra {
     pub cwd: Option<String>,
-    /// Use this process's own environment (`environ`) instead of
-    /// env_keys/env_values: saves converting `process.env` on every spawn.
-    pub inherit_env: bool,
-    pub env_keys: Vec<String>,
-    pub env_values: Vec<String>,
-    pub stdio: Vec<NativeStdio>,
-    pub process_group: bool,
-    pub kill_group_on_exit: bool,
-    /// 0: none.
-    pub death_signal: i32,
+    /// The file of each `STDIO_FILE` entry, by fd number.
+    pub stdio_paths: Option<Vec<String>>,
     /// A readiness pipe's write end at this fd number (>= 3) in the child.
     pub notify_fd: Option<i32>,
     /// Credentials for the child: integers in 0..=2^32-2, checked again here
@@ -55,25 +82,40 @@ pub struct NativeSpawnOptions {
     /// The child's umask, 0..=0o777 (checked by the JS face).
     pub umask: Option<u32>,
     pub argv0: Option<String>,
-    /// May the exit be watched on this thread's libuv loop? The JS side says
-    /// no outside Node: Bun exports every `uv_*` symbol as an aborting stub,
-    /// so finding the symbol proves nothing.
-    pub use_loop: bool,
-    /// Born in a cgroup of its own (under `cgroup_parent`, else the default).
-    pub cgroup: bool,
     pub cgroup_parent: Option<String>,
     /// The spawn's stop default `killTimeoutMs`: how long its exit may wait
     /// for the cgroup to empty.
     pub kill_timeout_ms: Option<f64>,
-    /// Package-internal (`procward run`): the child takes the foreground of
-    /// the terminal on its stdin, if our group has it (`Command::take_terminal`),
-    /// and `reclaimTerminal()` gives it back after the exit.
-    pub take_terminal: Option<bool>,
     /// Package-internal (a Supervisor's `listen`): listening sockets handed
     /// over at fds 3, 4, … as systemd does (`Command::listen`).
     pub listen_fds: Option<Vec<i32>>,
     pub listen_names: Option<Vec<String>>,
     pub listen_blocking: Option<bool>,
+}
+
+/// An environment for children, converted from JS once: the JS side keeps
+/// one for `process.env` while it reads the same, so a spawn without `env`
+/// where the native side cannot read `environ` itself (Bun, a worker)
+/// converts no string at all.
+#[napi]
+pub struct NativeEnv {
+    vars: Arc<[(OsString, OsString)]>,
+}
+
+#[napi]
+impl NativeEnv {
+    /// Pairs `keys[i]`=`values[i]`, already checked by the JS face (and
+    /// again by the spawn: no empty key, no `=` in one, no NUL).
+    #[napi(constructor)]
+    pub fn new(keys: Vec<String>, values: Vec<String>) -> NativeEnv {
+        NativeEnv {
+            vars: keys
+                .into_iter()
+                .zip(values)
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+        }
+    }
 }
 
 type ExitCallback = ThreadsafeFunction<NativeExitInfo, (), NativeExitInfo, Status, false>;
@@ -85,8 +127,10 @@ enum Delivery {
     Loop(js_loop::LoopRef),
 }
 
-/// The native side of a `SupervisedProcess`. The JS class in `lib/` wraps it.
-#[napi]
+/// The native side of a `SupervisedProcess`, handed to JS as an external
+/// (creating a class instance through N-API cost a tenth of the spawn
+/// call); the JS class in `lib/` holds it and calls the `child*` functions
+/// below on it.
 pub struct NativeChild {
     watched: Arc<Watched>,
     backend: Backend,
@@ -98,144 +142,141 @@ pub struct NativeChild {
 }
 
 #[napi]
-impl NativeChild {
-    #[napi(getter)]
-    pub fn pid(&self) -> i32 {
-        self.watched.pid().as_raw()
-    }
+pub fn child_pid(child: &External<NativeChild>) -> i32 {
+    child.watched.pid().as_raw()
+}
 
-    #[napi(getter)]
-    pub fn pgid(&self) -> Option<i32> {
-        self.watched.pgid().map(Pid::as_raw)
-    }
+#[napi]
+pub fn child_pgid(child: &External<NativeChild>) -> Option<i32> {
+    child.watched.pgid().map(Pid::as_raw)
+}
 
-    /// The child's own identity, read or remembered (see `Watched::identity`).
-    #[napi(getter)]
-    pub fn identity(&self, env: Env) -> Result<String> {
-        throw(
-            &env,
-            self.watched
-                .identity()
-                .map(|id| id.encode())
-                .map_err(info_err),
-        )
-    }
+/// The child's own identity, read or remembered (see `Watched::identity`).
+#[napi]
+pub fn child_identity(env: Env, child: &External<NativeChild>) -> Result<String> {
+    throw(
+        &env,
+        child
+            .watched
+            .identity()
+            .map(|id| id.encode())
+            .map_err(info_err),
+    )
+}
 
-    /// How this child's exit is watched: 'pidfd' (on the JS loop),
-    /// 'pidfd-tokio', 'fallback', 'kqueue' (macOS) or 'job' (Windows).
-    #[napi(getter)]
-    pub fn backend(&self) -> &'static str {
-        self.backend.as_str()
-    }
+/// How this child's exit is watched: 'pidfd' (on the JS loop),
+/// 'pidfd-tokio', 'fallback', 'kqueue' (macOS) or 'job' (Windows).
+#[napi]
+pub fn child_backend(child: &External<NativeChild>) -> &'static str {
+    child.backend.as_str()
+}
 
-    /// The child's own cgroup (its file-system path) while it lives; null
-    /// once reaped, or when it is not contained.
-    #[napi(getter)]
-    pub fn cgroup(&self) -> Option<String> {
-        self.watched
-            .cgroup()
-            .map(|c| c.path().display().to_string())
-    }
+/// The child's own cgroup (its file-system path) while it lives; null
+/// once reaped, or when it is not contained.
+#[napi]
+pub fn child_cgroup(child: &External<NativeChild>) -> Option<String> {
+    child
+        .watched
+        .cgroup()
+        .map(|c| c.path().display().to_string())
+}
 
-    /// The cgroup's path and id (its inode), for as long as this handle
-    /// lives: what a state file records.
-    #[napi]
-    pub fn cgroup_record(&self) -> Option<Vec<String>> {
-        self.watched
-            .cgroup_record()
-            .map(|(p, id)| vec![p.display().to_string(), id.to_string()])
-    }
+/// The cgroup's path and id (its inode), for as long as this handle
+/// lives: what a state file records.
+#[napi]
+pub fn child_cgroup_record(child: &External<NativeChild>) -> Option<Vec<String>> {
+    child
+        .watched
+        .cgroup_record()
+        .map(|(p, id)| vec![p.display().to_string(), id.to_string()])
+}
 
-    /// CPU time, memory and pids of the child's cgroup (live, or as last
-    /// read before its removal); null where a controller is not enabled or
-    /// the child is not contained.
-    #[napi]
-    pub fn resource_usage(&self) -> NativeUsage {
-        usage(self.watched.usage())
-    }
+/// CPU time, memory and pids of the child's cgroup (live, or as last
+/// read before its removal); null where a controller is not enabled or
+/// the child is not contained.
+#[napi]
+pub fn child_resource_usage(child: &External<NativeChild>) -> NativeUsage {
+    usage(child.watched.usage())
+}
 
-    /// Signals the child alone; false once it has exited (zombie included).
-    /// A signal the OS cannot deliver (Windows: all but SIGTERM, SIGKILL,
-    /// SIGINT, SIGQUIT and a reachable SIGBREAK) is ENOSYS, as for Node.
-    #[napi]
-    pub fn kill(&self, env: Env, signal: i32) -> Result<bool> {
-        throw(
-            &env,
-            (|| {
-                let sig = to_signal(signal)?;
-                self.watched
-                    .signal_if_running(sig)
-                    .map_err(|e| JsErr::os(&e, "kill"))
-            })(),
-        )
-    }
+/// Signals the child alone; false once it has exited (zombie included).
+/// A signal the OS cannot deliver (Windows: all but SIGTERM, SIGKILL,
+/// SIGINT, SIGQUIT and a reachable SIGBREAK) is ENOSYS, as for Node.
+#[napi]
+pub fn child_kill(env: Env, child: &External<NativeChild>, signal: i32) -> Result<bool> {
+    throw(
+        &env,
+        (|| {
+            let sig = to_signal(signal)?;
+            child
+                .watched
+                .signal_if_running(sig)
+                .map_err(|e| JsErr::os(&e, "kill"))
+        })(),
+    )
+}
 
-    #[napi(js_name = "ref")]
-    pub fn refer(&self, env: Env) -> Result<()> {
-        self.set_ref(&env, true)
-    }
+/// Whether the exit watch keeps the event loop alive (`ref()`/`unref()`).
+#[napi]
+pub fn child_set_ref(env: Env, child: &External<NativeChild>, on: bool) -> Result<()> {
+    child.set_ref(&env, on)
+}
 
-    #[napi]
-    pub fn unref(&self, env: Env) -> Result<()> {
-        self.set_ref(&env, false)
-    }
+/// Hands the parent's pipe ends to JS (once): fd numbers for stdio 0..3
+/// and the notify pipe, -1 where none.
+#[napi]
+pub fn child_take_pipes(child: &External<NativeChild>) -> Vec<i32> {
+    let mut pipes = child.pipes.lock().unwrap_or_else(|e| e.into_inner());
+    pipes
+        .iter_mut()
+        .map(|p| p.take().map_or(-1, spawn::pipe_into_raw))
+        .collect()
+}
 
-    /// Hands the parent's pipe ends to JS (once): fd numbers for stdio 0..3
-    /// and the notify pipe, -1 where none.
-    #[napi]
-    pub fn take_pipes(&self) -> Vec<i32> {
-        let mut pipes = self.pipes.lock().unwrap_or_else(|e| e.into_inner());
-        pipes
-            .iter_mut()
-            .map(|p| p.take().map_or(-1, spawn::pipe_into_raw))
-            .collect()
+/// After the exit of a child spawned with `takeTerminal`: the terminal
+/// on our stdin is ours again if the child's group still had it
+/// (true); false otherwise, and always for any other child.
+#[napi]
+pub fn child_reclaim_terminal(child: &External<NativeChild>) -> bool {
+    let Some(pgid) = child.watched.pgid().filter(|_| child.terminal) else {
+        return false;
+    };
+    #[cfg(unix)]
+    return crate::sys::reclaim_terminal(pgid).unwrap_or(false);
+    #[cfg(windows)]
+    {
+        let _ = pgid; // Windows has no terminal foreground to give.
+        false
     }
+}
 
-    /// After the exit of a child spawned with `takeTerminal`: the terminal
-    /// on our stdin is ours again if the child's group still had it
-    /// (true); false otherwise, and always for any other child.
-    #[napi]
-    pub fn reclaim_terminal(&self) -> bool {
-        let Some(pgid) = self.watched.pgid().filter(|_| self.terminal) else {
-            return false;
-        };
-        #[cfg(unix)]
-        return crate::sys::reclaim_terminal(pgid).unwrap_or(false);
-        #[cfg(windows)]
-        {
-            let _ = pgid; // Windows has no terminal foreground to give.
-            false
-        }
-    }
+/// The reaped status, or null while the child has not been reaped.
+#[napi]
+pub fn child_exit_status(child: &External<NativeChild>) -> Option<NativeExitInfo> {
+    child.watched.exit_status().map(exit_info)
+}
 
-    /// The reaped status, or null while the child has not been reaped.
-    #[napi]
-    pub fn exit_status(&self) -> Option<NativeExitInfo> {
-        self.watched.exit_status().map(exit_info)
-    }
-
-    /// Starts a stop that later callers can escalate through `control`.
-    /// Bad options throw here, before anything is sent.
-    #[napi(ts_return_type = "Promise<NativeStopResult>")]
-    pub fn stop<'env>(
-        &self,
-        env: &'env Env,
-        options: NativeStopOptions,
-        control: &NativeStopControl,
-    ) -> Result<PromiseRaw<'env, NativeStopResult>> {
-        let started = Instant::now();
-        let plan = throw(env, stop_plan(&options))?;
-        let group = options.group.unwrap_or(self.watched.pgid().is_some());
-        let watched = self.watched.clone();
-        let escalation = control.escalation.clone();
-        promise(env, async move {
-            let mut target = ChildTarget::new(watched.clone(), group);
-            let report = stop::run(&mut target, &plan, &escalation)
-                .await
-                .map_err(|e| JsErr::os(&e, "kill"))?;
-            Ok(stop_result(report, started, watched.exit_status()))
-        })
-    }
+/// Starts a stop that later callers can escalate through `control`.
+/// Bad options throw here, before anything is sent.
+#[napi(ts_return_type = "Promise<NativeStopResult>")]
+pub fn child_stop<'env>(
+    env: &'env Env,
+    child: &External<NativeChild>,
+    options: NativeStopOptions,
+    control: &NativeStopControl,
+) -> Result<PromiseRaw<'env, NativeStopResult>> {
+    let started = Instant::now();
+    let plan = throw(env, stop_plan(&options))?;
+    let group = options.group.unwrap_or(child.watched.pgid().is_some());
+    let watched = child.watched.clone();
+    let escalation = control.escalation.clone();
+    promise(env, async move {
+        let mut target = ChildTarget::new(watched.clone(), group);
+        let report = stop::run(&mut target, &plan, &escalation)
+            .await
+            .map_err(|e| JsErr::os(&e, "kill"))?;
+        Ok(stop_result(report, started, watched.exit_status()))
+    })
 }
 
 impl NativeChild {
@@ -301,53 +342,76 @@ fn start_err(err: StartError) -> JsErr {
     }
 }
 
-fn stdio_spec(s: Option<&NativeStdio>) -> Res<Stdio> {
-    let s = s.ok_or_else(|| JsErr::coded("ERR_INVALID_ARG_VALUE", "stdio needs three entries"))?;
-    Ok(match s.kind.as_str() {
-        "ignore" => Stdio::Ignore,
-        "inherit" => Stdio::Inherit,
-        "pipe" => Stdio::Pipe,
-        "file" => Stdio::File {
-            path: s.path.clone().unwrap_or_default().into(),
-            append: s.append.unwrap_or(false),
+/// One fd's entry of the packed `stdio` (see [`STDIO_FILE`]).
+fn stdio_spec(stdio: u32, n: usize, extra: Option<&NativeSpawnExtra>) -> Res<Stdio> {
+    Ok(match (stdio >> (2 * n)) & 3 {
+        STDIO_IGNORE => Stdio::Ignore,
+        STDIO_INHERIT => Stdio::Inherit,
+        STDIO_PIPE => Stdio::Pipe,
+        _ => Stdio::File {
+            path: extra
+                .and_then(|e| e.stdio_paths.as_ref())
+                .and_then(|p| p.get(n))
+                .filter(|p| !p.is_empty())
+                .ok_or_else(|| {
+                    JsErr::coded("ERR_INVALID_ARG_VALUE", format!("stdio[{n}] has no file"))
+                })?
+                .into(),
+            append: stdio & (STDIO_APPEND << n) != 0,
         },
-        other => {
-            return Err(JsErr::coded(
-                "ERR_INVALID_ARG_VALUE",
-                format!("bad stdio {other:?}"),
-            ))
-        }
     })
 }
 
-fn command(command: String, args: Vec<String>, options: &NativeSpawnOptions) -> Res<Command> {
-    let stdio = |i: usize| stdio_spec(options.stdio.get(i));
+/// The packed arguments of `spawnSupervised`, as one value.
+struct SpawnArgs<'a> {
+    flags: u32,
+    stdio: u32,
+    death_signal: i32,
+    env: Option<&'a NativeEnv>,
+    extra: Option<&'a NativeSpawnExtra>,
+}
+
+impl SpawnArgs<'_> {
+    fn has(&self, flag: u32) -> bool {
+        self.flags & flag != 0
+    }
+}
+
+fn command(command: String, args: Vec<String>, a: &SpawnArgs) -> Res<Command> {
+    let extra = a.extra;
+    let stdio = |n: usize| stdio_spec(a.stdio, n, extra);
+    let listen = extra.and_then(|e| {
+        e.listen_fds.as_ref().map(|fds| Listen {
+            fds: fds.clone(),
+            names: e.listen_names.clone().unwrap_or_default(),
+            blocking: e.listen_blocking.unwrap_or(false),
+        })
+    });
     Ok(Command {
         program: command,
         args,
-        env: if options.inherit_env {
-            Environment::Inherit
-        } else {
-            Environment::Set(
-                options
-                    .env_keys
-                    .iter()
-                    .zip(options.env_values.iter())
-                    .map(|(k, v)| (k.into(), v.into()))
-                    .collect(),
-            )
+        env: match a.env {
+            Some(env) if !a.has(SPAWN_INHERIT_ENV) => Environment::Set(env.vars.clone()),
+            Some(_) => {
+                return Err(JsErr::coded(
+                    "ERR_INVALID_ARG_VALUE",
+                    "an environment given with SPAWN_INHERIT_ENV",
+                ))
+            }
+            None if a.has(SPAWN_INHERIT_ENV) => Environment::Inherit,
+            None => Environment::Set(Arc::new([])),
         },
-        cwd: options.cwd.clone().map(Into::into),
+        cwd: extra.and_then(|e| e.cwd.clone()).map(Into::into),
         stdio: [stdio(0)?, stdio(1)?, stdio(2)?],
-        process_group: options.process_group,
-        death_signal: match options.death_signal {
+        process_group: a.has(SPAWN_PROCESS_GROUP),
+        death_signal: match a.death_signal {
             0 => None,
             n => Some(to_signal(n)?),
         },
-        notify_fd: options.notify_fd,
-        uid: to_id(options.uid, "uid")?,
-        gid: to_id(options.gid, "gid")?,
-        umask: match options.umask {
+        notify_fd: extra.and_then(|e| e.notify_fd),
+        uid: to_id(extra.and_then(|e| e.uid), "uid")?,
+        gid: to_id(extra.and_then(|e| e.gid), "gid")?,
+        umask: match extra.and_then(|e| e.umask) {
             Some(m) if m > 0o777 => {
                 return Err(JsErr::coded(
                     "ERR_OUT_OF_RANGE",
@@ -356,36 +420,50 @@ fn command(command: String, args: Vec<String>, options: &NativeSpawnOptions) -> 
             }
             m => m,
         },
-        argv0: options.argv0.clone(),
+        argv0: extra.and_then(|e| e.argv0.clone()),
         new_session: false,
         ignore_stop_signals: false,
-        take_terminal: options.take_terminal.unwrap_or(false),
+        take_terminal: a.has(SPAWN_TAKE_TERMINAL),
         cgroup: None,
-        listen: options.listen_fds.as_ref().map(|fds| Listen {
-            fds: fds.clone(),
-            names: options.listen_names.clone().unwrap_or_default(),
-            blocking: options.listen_blocking.unwrap_or(false),
-        }),
+        listen,
     })
 }
 
-#[napi]
+/// Starts `command`: `flags`, `stdio` and `deathSignal` (0: none) as
+/// packed above; `env` the child's environment unless `flags` says
+/// inherit; `extra` what the spawn rarely sets. The exit comes to `onExit`.
+#[napi(ts_return_type = "ExternalObject<NativeChild>")]
+#[allow(clippy::too_many_arguments)]
 pub fn spawn_supervised(
     env: Env,
     command: String,
     args: Vec<String>,
-    options: NativeSpawnOptions,
+    flags: u32,
+    stdio: u32,
+    death_signal: i32,
+    child_env: Option<&NativeEnv>,
+    extra: Option<NativeSpawnExtra>,
     on_exit: Function<NativeExitInfo, ()>,
-) -> Result<NativeChild> {
+) -> Result<External<NativeChild>> {
     spawn_trace::mark(spawn_trace::ENTRY);
-    let cmd = throw(&env, self::command(command, args, &options))?;
+    let a = SpawnArgs {
+        flags,
+        stdio,
+        death_signal,
+        env: child_env,
+        extra: extra.as_ref(),
+    };
+    let cmd = throw(&env, self::command(command, args, &a))?;
     spawn_trace::mark(spawn_trace::COMMAND);
-    let bound = match options.kill_timeout_ms {
+    let bound = match extra.as_ref().and_then(|e| e.kill_timeout_ms) {
         Some(ms) => throw(&env, duration_ms(ms, "stop.killTimeoutMs"))?.as_duration(),
         None => Duration::from_secs(2),
     };
-    let containment = options.cgroup.then(|| Containment {
-        parent: options.cgroup_parent.clone().map(Into::into),
+    let containment = a.has(SPAWN_CGROUP).then(|| Containment {
+        parent: extra
+            .as_ref()
+            .and_then(|e| e.cgroup_parent.clone())
+            .map(Into::into),
         // Killed by the guardian when this process dies, as the child itself
         // is by its death signal.
         guarded: cmd.death_signal.is_some(),
@@ -393,22 +471,22 @@ pub fn spawn_supervised(
     });
     let started = throw(
         &env,
-        exit_watch::start(cmd, options.kill_group_on_exit, containment).map_err(start_err),
+        exit_watch::start(cmd, a.has(SPAWN_KILL_GROUP_ON_EXIT), containment).map_err(start_err),
     )?;
     spawn_trace::mark(spawn_trace::REGISTERED);
     let watched = started.watched;
     let pipes = Mutex::new(started.pipes);
-    let terminal = options.take_terminal.unwrap_or(false);
-    if options.use_loop {
+    let terminal = a.has(SPAWN_TAKE_TERMINAL);
+    if a.has(SPAWN_USE_LOOP) {
         if let Some(loop_ref) = js_loop::watch_on_loop(&env, &on_exit, &watched) {
             spawn_trace::mark(spawn_trace::RETURN);
-            return Ok(NativeChild {
+            return Ok(External::new(NativeChild {
                 watched,
                 backend: Backend::PidfdLoop,
                 delivery: Delivery::Loop(loop_ref),
                 pipes,
                 terminal,
-            });
+            }));
         }
     }
     let watching = threadsafe_delivery(&on_exit).and_then(|(callback, deliver)| {
@@ -418,13 +496,13 @@ pub fn spawn_supervised(
     });
     spawn_trace::mark(spawn_trace::RETURN);
     match watching {
-        Ok((callback, backend)) => Ok(NativeChild {
+        Ok((callback, backend)) => Ok(External::new(NativeChild {
             watched,
             backend,
             delivery: Delivery::Threadsafe(callback),
             pipes,
             terminal,
-        }),
+        })),
         Err(e) => {
             // No watcher could be started: take the child down again so that
             // nothing is left behind, and say why.

@@ -44,7 +44,9 @@ pub enum Environment {
     /// child's C strings, with no owned pairs in between).
     Inherit,
     /// Exactly these, in order. Bytes, not strings: UTF-8 or not.
-    Set(Vec<(OsString, OsString)>),
+    /// Shared: a runtime's process environment, converted once, is handed
+    /// to every spawn without a copy.
+    Set(std::sync::Arc<[(OsString, OsString)]>),
 }
 
 #[derive(Clone, Debug)]

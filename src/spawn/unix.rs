@@ -408,11 +408,14 @@ mod tests {
         };
         let me = std::process::id() as i32;
         let cmd = Command {
-            env: crate::spawn::Environment::Set(vec![
-                ("PATH".into(), "/usr/bin:/bin".into()),
-                ("LISTEN_PID".into(), "999".into()),
-                ("LISTEN_FDNAMES".into(), "stale".into()),
-            ]),
+            env: crate::spawn::Environment::Set(
+                vec![
+                    ("PATH".into(), "/usr/bin:/bin".into()),
+                    ("LISTEN_PID".into(), "999".into()),
+                    ("LISTEN_FDNAMES".into(), "stale".into()),
+                ]
+                .into(),
+            ),
             notify_fd: Some(9),
             listen: Some(crate::spawn::Listen {
                 fds: vec![a.as_raw_fd(), b.as_raw_fd()],

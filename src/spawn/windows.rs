@@ -423,7 +423,7 @@ pub fn spawn(cmd: &Command, _want_pidfd: bool) -> Result<Child, SpawnError> {
     };
     let inherited: Vec<(OsString, OsString)>;
     let env: &[(OsString, OsString)] = match &cmd.env {
-        Environment::Set(vars) => vars,
+        Environment::Set(vars) => &vars[..],
         Environment::Inherit => {
             inherited = std::env::vars_os().collect();
             &inherited

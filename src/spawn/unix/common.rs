@@ -564,7 +564,7 @@ pub(super) mod tests {
         Command {
             program: program.into(),
             args,
-            env: Environment::Set(env()),
+            env: Environment::Set(env().into()),
             cwd: None,
             stdio: [Stdio::Ignore, Stdio::Ignore, Stdio::Ignore],
             process_group: true,
@@ -709,7 +709,7 @@ pub(super) mod tests {
         c.args.push("a\0b".into());
         assert!(matches!(prepare(&c), Err(SpawnError::Invalid(_))));
         let mut c = base.clone();
-        c.env = Environment::Set(vec![("A=B".into(), "x".into())]);
+        c.env = Environment::Set(vec![("A=B".into(), "x".into())].into());
         assert!(matches!(prepare(&c), Err(SpawnError::Invalid(_))));
         let mut c = base.clone();
         c.program = String::new();

@@ -228,10 +228,13 @@ fn start(prefix: &str, dirs: impl Iterator<Item = String>) -> io::Result<Guardia
     let cmd = Command {
         program: "/bin/sh".into(),
         args,
-        env: Environment::Set(vec![
-            ("PATH".into(), guardian_path()),
-            (SCRIPT_VAR.into(), SCRIPT.into()),
-        ]),
+        env: Environment::Set(
+            vec![
+                ("PATH".into(), guardian_path()),
+                (SCRIPT_VAR.into(), SCRIPT.into()),
+            ]
+            .into(),
+        ),
         cwd: Some("/".into()),
         stdio: [Stdio::Pipe, Stdio::Ignore, Stdio::Ignore],
         process_group: false,
