@@ -186,9 +186,12 @@ extern "C" fn child_main(raw: *mut c_void) -> c_int {
             // Inherit: the parent's fd may be close-on-exec; make it survive.
             // SAFETY: fcntl on an fd number; EBADF (closed stdio) is harmless.
             unsafe { libc::fcntl(target, libc::F_SETFD, 0) };
+            // Blocking, as a shell or `child_process` hands stdio to a
+            // program. Only an inherited fd can be otherwise: every source
+            // `prepare` opened (the shared /dev/null, a pipe, a file) is
+            // blocking already, and no one else holds its description.
+            super::common::make_blocking(target);
         }
-        // Blocking, as a shell or `child_process` hands stdio to a program.
-        super::common::make_blocking(target);
     }
 
     // After stdio: the terminal is the one on the program's own stdin.
@@ -363,14 +366,24 @@ fn open_procs(dir: RawFd) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// Closes fds `first..last` (`last` excluded, `u32::MAX` meaning all). Child
-/// side: raw calls only.
+/// `close_range`'s flag: mark close-on-exec instead of closing.
+const CLOSE_RANGE_CLOEXEC: u32 = 1 << 2;
+
+/// Closes fds `first..last` (`last` excluded, `u32::MAX` meaning all) for the
+/// new program. Child side: raw calls only.
 fn close_from(first: u32, last: u32) {
     if first >= last {
         return;
     }
+    // Marked close-on-exec rather than closed (Linux 5.11): `execve` closes
+    // them after it has released the parent from its vfork wait, so the
+    // spawn call does not wait for that work.
     // SAFETY: close_range takes plain integers and only touches our own fd
     // table (no CLONE_FILES, so the parent's fds are unaffected).
+    if unsafe { libc::syscall(libc::SYS_close_range, first, last - 1, CLOSE_RANGE_CLOEXEC) } == 0 {
+        return;
+    }
+    // SAFETY: as above; closes them (5.9 and 5.10 know no CLOEXEC flag).
     if unsafe { libc::syscall(libc::SYS_close_range, first, last - 1, 0u32) } != 0 {
         // No close_range (before 5.9): one close per possible fd, up to the
         // limit, asked here rather than by the parent on every spawn.
