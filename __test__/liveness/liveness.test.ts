@@ -324,6 +324,23 @@ describe('a process whose main thread has ended while others run', () => {
     expect(isProcessRunning(pid, identity)).toBe(false)
   })
 
+  // Checked again and again while its main thread ran, the check reads a
+  // kept statm fd (the size of the leader's memory map): the leader's end
+  // empties that, and the check then looks at the threads, which run on.
+  it('checked again and again before its main thread ended, is still running after', async (ctx) => {
+    let before: boolean[] = []
+    const pid = await leaderExited(spawned, join(scratch(), 'lock'), scratch(), (pid) => {
+      before = Array.from({ length: 8 }, () => isProcessRunning(pid))
+    })
+    if (pid === null) return ctx.skip('needs cc to build fixtures/leader-exits.c')
+    expect(before).toEqual(Array(8).fill(true))
+    expect(procState(pid)).toBe('Z')
+    for (let i = 0; i < 8; i++) expect(isProcessRunning(pid)).toBe(true)
+    process.kill(pid, 'SIGKILL')
+    await waitFor(() => !isProcessRunning(pid), 5000, 'it to exit')
+    for (let i = 0; i < 8; i++) expect(isProcessRunning(pid)).toBe(false)
+  })
+
   // Its last thread ends between the pidfd's "alive" and the stat read: the
   // leader, a zombie for long, is then alone. That is not running (before
   // the fix, 77 of 200 kills were seen running again after not running).

@@ -582,6 +582,55 @@ mod tests {
         assert!(pidfd_cache::kept_stat_runs(pid, false).is_none());
     }
 
+    /// Three checks in a row swap the kept stat fd for a statm fd (the
+    /// cheaper read); an info read swaps it back. Killed, the zombie's
+    /// statm shows no memory map: the check judges afresh, not running;
+    /// reaped, the statm fd reads ESRCH like the stat fd.
+    #[test]
+    fn a_run_of_checks_reads_statm_which_a_zombie_empties() {
+        let (mut child, pid) = sleeper();
+        for _ in 0..4 {
+            assert!(is_running(pid).expect("liveness"));
+        }
+        assert_eq!(pidfd_cache::kept_kind(pid), Some("statm"));
+        assert!(process_info(pid).expect("info").is_some());
+        assert_eq!(pidfd_cache::kept_kind(pid), Some("stat"));
+        for _ in 0..3 {
+            assert!(is_running(pid).expect("liveness"));
+        }
+        assert_eq!(pidfd_cache::kept_kind(pid), Some("statm"));
+        let statm = File::open(format!("/proc/{}/statm", pid.as_raw())).expect("statm");
+        child.kill().ok();
+        let pidfd = sys::pidfd_open(pid).expect("pidfd");
+        while !sys::is_readable_now(pidfd.as_fd()).expect("poll") {}
+        let mut buf = [0u8; 64];
+        let n = sys::pread0(statm.as_fd(), &mut buf).expect("a zombie's statm");
+        assert!(buf[..n].starts_with(b"0 "), "{:?}", &buf[..n]);
+        assert!(pidfd_cache::kept_stat_runs(pid, false).is_none());
+        assert!(!is_running(pid).expect("liveness"));
+        child.wait().ok();
+        let err = sys::pread0(statm.as_fd(), &mut buf).expect_err("a reaped process's statm");
+        assert_eq!(err.raw_os_error(), Some(libc::ESRCH));
+        assert!(!is_running(pid).expect("liveness"));
+    }
+
+    /// A kernel thread has no memory map of its own: its statm is all 0,
+    /// and the check through it judges afresh (running).
+    #[test]
+    fn a_kernel_thread_runs_though_its_statm_is_empty() {
+        let kthreadd = Pid::from_raw(2).expect("pid");
+        let Ok(line) = std::fs::read_to_string("/proc/2/statm") else {
+            return; // another pid namespace: no kthreadd to see
+        };
+        if !std::fs::read_to_string("/proc/2/stat").is_ok_and(|s| s.contains("(kthreadd)")) {
+            return;
+        }
+        assert!(line.starts_with("0 "), "{line}");
+        for _ in 0..5 {
+            assert!(is_running(kthreadd).expect("liveness"));
+        }
+    }
+
     /// However many processes are checked, a bounded few slots keep a stat
     /// fd (the waits beyond their budget poll liveness in a small fd table),
     /// and those are the most recently checked.
