@@ -91,6 +91,12 @@ export function compiled(name) {
   return result
 }
 
+/** One round of the C exit floor (bench/c/exit-floor.c): { latUs }; null without cc. */
+export function exitFloorRound(n) {
+  const { path } = compiled('exit-floor')
+  return path ? jsonOf(path, [String(n)]) : Promise.resolve(null)
+}
+
 /** One round of the C posix_spawn floor (bench/c/spawn-floor.c); null without cc. */
 export function floorRound(n) {
   const { path } = compiled('spawn-floor')

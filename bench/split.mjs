@@ -1,7 +1,10 @@
 // `pnpm bench split`: where one spawnSupervised('/bin/true') call's
 // JS-thread time goes, step by step, in thread CPU time and in wall time,
 // beside the C floor (posix_spawn, bench/c/spawn-floor.c) and Bun.spawn's
-// call (wall) in the same run, rounds interleaved.
+// call (wall) in the same run, rounds interleaved. Then where one exit's
+// time goes, from the SIGKILL to the awaiting code (the loop back-end,
+// under Node), beside the same path in C (bench/c/exit-floor.c),
+// child_process and Bun.spawn, and without the reaper's safety net.
 //
 // Needs the bench-only build with timestamps (Cargo feature `spawn-trace`,
 // src/spawn_trace.rs), put beside the release one:
@@ -16,11 +19,13 @@
 // marking the JS thread's clocks between them; the native steps mark
 // themselves. Each mark costs a clock read or two (measured here, and taken
 // off each step).
+
+import { spawn as cpSpawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { bunRound, compiled, floorRound } from './peers.mjs'
+import { bunRound, compiled, exitFloorRound, floorRound } from './peers.mjs'
 import { fmt, quantile, table } from './util.mjs'
 
 const require = createRequire(import.meta.url)
@@ -32,6 +37,9 @@ const TRACE_BINARY =
 const N = { entry: 0, command: 1, prepared: 2, beforeClone: 3, afterClone: 4, spawned: 5, registered: 6 }
 Object.assign(N, { onLoop: 7, besideLoop: 8, ret: 9 })
 const J = { start: 10, options: 11, returned: 12, built: 13 }
+// The exit's: native (src/spawn_trace.rs), then JS (the listener, the
+// awaiting code).
+const X = { readable: 16, settled: 17, call: 18, tidied: 19, listener: 20, resumed: 21 }
 
 /** The steps: [label, from slot, to slot, marks inside (native, JS) to take off]. */
 const STEPS = [
@@ -250,4 +258,106 @@ export async function run() {
     `${samples.length} traced spawns → exit, ${rounds} rounds interleaved with the C floor and Bun; each step less one mark (native ${fmt(nativeMark.cpu / 1000, 2)} µs CPU, from JS ${fmt(jsMark.cpu / 1000, 2)} µs CPU)\n`,
   )
   table(rows, ['step', 'CPU µs mean', 'CPU p50', 'wall µs mean', 'wall p50'])
+  await exitSplit(native, spawnSupervised, cost.js.wall)
+}
+
+/**
+ * One exit on the JS loop, step by step: `sleep 100` spawned, SIGKILLed
+ * 2 ms later, its `'exit'` awaited. Marks (wall ns) from the kill on;
+ * `net` off: spawned without the reaper's safety net (bench build only).
+ */
+async function exitOne(native, spawnSupervised, net) {
+  native.spawnTraceSafetyNet(net)
+  const p = spawnSupervised('sleep', ['100'], { stdio: 'ignore' })
+  native.spawnTraceSafetyNet(true)
+  await new Promise((r) => setTimeout(r, 2))
+  const heard = new Promise((resolve) =>
+    p.once('exit', () => {
+      native.spawnTraceMark(X.listener)
+      resolve()
+    }),
+  )
+  native.spawnTraceTake()
+  const t0 = process.hrtime.bigint()
+  process.kill(p.pid, 'SIGKILL')
+  await heard
+  native.spawnTraceMark(X.resumed)
+  // The tidying runs once the listener's call (and its microtasks) returned.
+  await new Promise(setImmediate)
+  const t = native.spawnTraceTake()
+  return { t0: Number(t0), wall: (slot) => t[2 * slot + 1] }
+}
+
+/** child_process's SIGKILL → 'exit' (µs), the same way. */
+async function cpExitOne() {
+  const c = cpSpawn('sleep', ['100'], { stdio: 'ignore' })
+  await new Promise((r) => setTimeout(r, 2))
+  const heard = new Promise((resolve) => c.once('exit', () => resolve(process.hrtime.bigint())))
+  const t0 = process.hrtime.bigint()
+  process.kill(c.pid, 'SIGKILL')
+  return Number((await heard) - t0) / 1000
+}
+
+const EXIT_STEPS = [
+  ['kill → the loop finds the pidfd readable (the kernel: the exit, the wake)', null, X.readable],
+  ['settle: exit seen (waitid WNOWAIT), group swept (killpg), reaped (waitid)', X.readable, X.settled],
+  ["the listener's argument, napi_make_callback entered", X.settled, X.call],
+  ["JS: the child's exit handler, 'exit' emitted, the listener", X.call, X.listener],
+  ['the awaiting code resumed (microtasks)', X.listener, X.resumed],
+]
+
+async function exitSplit(native, spawnSupervised, jsMarkWall) {
+  if (!native.spawnTraceSafetyNet) return
+  console.log("\n## Split: one SIGKILL → 'exit' on the JS loop, step by step (wall)\n")
+  const n = 200
+  const rounds = 3
+  const withNet = []
+  const withoutNet = []
+  const cp = []
+  const floor = []
+  const bun = []
+  for (let i = 0; i < 20; i++) await exitOne(native, spawnSupervised, true)
+  for (let round = 0; round < rounds; round++) {
+    globalThis.gc?.()
+    for (let i = 0; i < n; i++) {
+      withNet.push(await exitOne(native, spawnSupervised, true))
+      withoutNet.push(await exitOne(native, spawnSupervised, false))
+      cp.push(await cpExitOne())
+    }
+    const f = await exitFloorRound(n)
+    if (f) floor.push(...f.latUs)
+    const b = await bunRound('exit', n)
+    if (b) bun.push(...b.latUs)
+  }
+  const step = (samples, from, to) =>
+    samples
+      .map((s) => ((to === null ? s.t0 : s.wall(to)) - (from === null ? s.t0 : s.wall(from))) / 1000)
+      .filter((us) => us > 0 && us < 1e6)
+  const rows = []
+  const row = (label, a, b) =>
+    rows.push({
+      step: label,
+      'p50 µs': a.length ? fmt(median(a), 1) : '-',
+      'mean µs': a.length ? fmt(mean(a), 1) : '-',
+      'p50 µs, no safety net': b?.length ? fmt(median(b), 1) : '',
+    })
+  for (const [label, from, to] of EXIT_STEPS) row(label, step(withNet, from, to), step(withoutNet, from, to))
+  row(
+    'kill → the awaiting code resumed (traced, marks included)',
+    step(withNet, null, X.resumed),
+    step(withoutNet, null, X.resumed),
+  )
+  row(
+    'then, off the path: the handles closed, the pidfd let go of',
+    step(withNet, X.resumed, X.tidied),
+    step(withoutNet, X.resumed, X.tidied),
+  )
+  row("child_process: kill → 'exit' listener", cp)
+  if (floor.length) row('C: kill → reaped (epoll on the pidfd, waitid, killpg, waitid)', floor)
+  else console.log(`C floor: not measured (${compiled('exit-floor').why})`)
+  if (bun.length) row('Bun.spawn: kill → exited resolved (under Bun)', bun)
+  console.log(
+    `${withNet.length} traced kills each way, ${rounds} rounds interleaved with child_process, the C floor and Bun; a JS mark costs ${fmt(jsMarkWall / 1000, 2)} µs (not taken off)\n`,
+  )
+  table(rows, ['step', 'p50 µs', 'mean µs', 'p50 µs, no safety net'])
 }

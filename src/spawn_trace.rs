@@ -1,10 +1,12 @@
-//! Where one spawn's time goes, for `bench/split.mjs` alone: with the Cargo
-//! feature `spawn-trace` (off by default, never shipped) each step of
-//! `spawnSupervised` on the calling thread records its thread CPU time
+//! Where one spawn's time goes, and one exit's, for `bench/split.mjs`
+//! alone: with the Cargo feature `spawn-trace` (off by default, never
+//! shipped) each step of `spawnSupervised` on the calling thread, and each
+//! step of an exit delivered on the JS loop, records its thread CPU time
 //! (`CLOCK_THREAD_CPUTIME_ID`) and its wall time (`CLOCK_MONOTONIC`) into a
 //! per-thread table, which JS reads with `spawnTraceTake()`. Without the
-//! feature [`mark`] is an empty inline function: nothing is recorded, and
-//! the release build is the same code as before.
+//! feature [`mark`] is an empty inline function and [`safety_net`] a
+//! constant `true`: nothing is recorded, and the release build is the same
+//! code as before.
 
 /// The steps, in the order a Linux spawn passes them.
 pub const ENTRY: usize = 0; // spawn_supervised entered (arguments converted by napi-rs)
@@ -17,8 +19,17 @@ pub const REGISTERED: usize = 6; // identity seed (fstat of the pidfd), Watched 
 pub const ON_LOOP: usize = 7; // libuv poll handle, listener reference, async context
 pub const BESIDE_LOOP: usize = 8; // the reaper's epoll took the pidfd
 pub const RETURN: usize = 9; // NativeChild built, about to return to napi-rs
-/// Marks JS may set (bench/split.mjs), after the native ones.
-pub const SLOTS: usize = 16;
+                             // Slots 10..16 are JS's (bench/split.mjs), between the spawn and exit ones.
+/// An exit on the JS loop: the loop found the pidfd readable.
+pub const EXIT_READABLE: usize = 16;
+/// Swept and reaped (`Watched::try_settle` returned).
+pub const EXIT_SETTLED: usize = 17;
+/// The `'exit'` listener's argument built: `napi_make_callback` next.
+pub const EXIT_CALL: usize = 18;
+/// After the listener: the handles closed, the pidfd let go of.
+pub const EXIT_TIDIED: usize = 19;
+/// The table's size; the slots not named here are JS's.
+pub const SLOTS: usize = 24;
 
 #[cfg(feature = "spawn-trace")]
 mod imp {
@@ -57,6 +68,20 @@ mod imp {
         });
     }
 
+    thread_local! {
+        static SAFETY_NET: Cell<bool> = const { Cell::new(true) };
+    }
+
+    /// Whether a child watched on the JS loop is also handed to the reaper
+    /// (on unless bench/split.mjs turns it off to measure what it costs).
+    pub fn safety_net() -> bool {
+        SAFETY_NET.with(Cell::get)
+    }
+
+    pub fn set_safety_net(on: bool) {
+        SAFETY_NET.with(|s| s.set(on));
+    }
+
     /// The table, as [cpu0, wall0, cpu1, wall1, ...], and cleared.
     pub fn take() -> Vec<f64> {
         MARKS
@@ -68,9 +93,17 @@ mod imp {
 }
 
 #[cfg(feature = "spawn-trace")]
-pub use imp::{mark, now, take};
+pub use imp::{mark, now, safety_net, set_safety_net, take};
 
 /// Records `step` (with the feature `spawn-trace`; nothing without it).
 #[cfg(not(feature = "spawn-trace"))]
 #[inline(always)]
 pub fn mark(_step: usize) {}
+
+/// Whether a child watched on the JS loop is also handed to the reaper:
+/// always, but in bench/split.mjs's measurement of what that costs.
+#[cfg(not(feature = "spawn-trace"))]
+#[inline(always)]
+pub fn safety_net() -> bool {
+    true
+}

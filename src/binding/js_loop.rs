@@ -180,6 +180,7 @@ unsafe fn invoke(
         return;
     };
     let mut result = ptr::null_mut();
+    crate::spawn_trace::mark(crate::spawn_trace::EXIT_CALL);
     // SAFETY: a function value, one argument, our async context.
     let rc = unsafe { sys::napi_make_callback(env, ctx, recv, func, 1, &arg, &mut result) };
     if rc == sys::Status::napi_pending_exception {

@@ -6,7 +6,7 @@ use napi_derive::napi;
 
 use crate::spawn_trace;
 
-/// Records slot `step` (0..16) of this thread's table now.
+/// Records slot `step` (0..24) of this thread's table now.
 #[napi]
 pub fn spawn_trace_mark(step: u32) {
     spawn_trace::mark(step as usize);
@@ -38,4 +38,12 @@ pub fn spawn_trace_mark_cost() -> Vec<f64> {
     }
     let (c1, w1) = spawn_trace::now();
     vec![(c1 - c0) as f64 / 1000.0, (w1 - w0) as f64 / 1000.0]
+}
+
+/// Whether children spawned next on this thread and watched on its loop
+/// are handed to the reaper too (its safety net): on by default; off only
+/// to measure what that costs an exit.
+#[napi]
+pub fn spawn_trace_safety_net(on: bool) {
+    spawn_trace::set_safety_net(on);
 }

@@ -156,6 +156,10 @@ struct Inner {
     /// A contained child's exit was seen and its cgroup killed; one driver
     /// now waits for the cgroup to empty, the others wait for its settle.
     draining: bool,
+    /// Threads blocked on `settled` (a blocking driver waiting out another's
+    /// drain): the settle wakes them only if there are any, since a condvar's
+    /// notify is a futex system call whether or not anyone waits.
+    settle_waiters: u32,
     /// The cgroup's usage read just before it was removed.
     final_usage: Option<Usage>,
     /// The child's pidfd (Linux), its only one: every wait goes through it,
@@ -354,6 +358,7 @@ pub fn register_contained(
             identity,
             on_settle: Vec::new(),
             draining: false,
+            settle_waiters: 0,
             final_usage: None,
             pidfd,
             loop_polls: false,

@@ -93,7 +93,9 @@ impl Watched {
             if let State::Reaped(s) = inner.state {
                 return s;
             }
+            inner.settle_waiters += 1;
             inner = self.settled.wait(inner).unwrap_or_else(|e| e.into_inner());
+            inner.settle_waiters -= 1;
         }
     }
 

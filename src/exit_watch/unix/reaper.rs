@@ -30,12 +30,12 @@
 //! Ownership. The pidfd is the `Watched`'s, lent to this epoll
 //! (`Watched::lend_pidfd`); the reaper holds the child (`Arc<Watched>`, and
 //! the delivery) under a key until the fd is released, when `forget`
-//! (left with the `Watched` as its holder) removes it from this epoll before
-//! it is closed
-//! — a copy of the fd in a child forked meanwhile would otherwise keep the
-//! registration alive, and a later fd with the same number could be taken
-//! for it. Keys are never reused, so a late event for a released child
-//! finds nothing.
+//! (left with the `Watched` as its holder) hands the entry back, and
+//! `unhold`, after the delivery, removes the fd from this epoll before it
+//! is closed — a copy of the fd in a child forked meanwhile would otherwise
+//! keep the registration alive, and a later fd with the same number could
+//! be taken for it. Keys are never reused, so a late event for a released
+//! child finds nothing.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -45,7 +45,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::pidfd::{Holder, Released};
+use super::pidfd::{Hold, Holder};
 use super::settle::{Driver, Settle};
 use super::{fallback, Watched};
 use crate::exit_watch::OnExit;
@@ -117,6 +117,7 @@ pub fn add(watched: &Arc<Watched>, on_exit: Option<OnExit>) -> Result<(), Option
     let holder = Holder {
         key,
         let_go: forget,
+        unhold,
     };
     let added = watched.lend_pidfd(holder, |fd, key| {
         sys::epoll_add_once(r.epoll.as_fd(), fd, key).is_ok()
@@ -128,16 +129,21 @@ pub fn add(watched: &Arc<Watched>, on_exit: Option<OnExit>) -> Result<(), Option
     Err(entry.and_then(|e| e.on_exit))
 }
 
-/// Removes a released child: out of the epoll (its fd still open), out of
-/// the table. Called under the child's state lock (the `Watched` holds
-/// this as its pidfd's [`Holder`]); the caller drops the entry, and runs
-/// its delivery, after unlocking.
-fn forget(key: u64, pidfd: BorrowedFd<'_>) -> Released {
-    let Some(r) = REAPER.get() else {
-        return Released::default();
-    };
-    let _ = sys::epoll_del(r.epoll.as_fd(), pidfd);
-    Released(r.lock().remove(&key).map(|e| (e.watched, e.on_exit)))
+/// Removes a released child from the table and hands back its entry.
+/// Called under the child's state lock (the `Watched` holds this as its
+/// pidfd's [`Holder`]); the caller drops the entry, and runs its delivery,
+/// after unlocking, then calls [`unhold`]. Keys are never reused: an event
+/// for this key until then finds nothing.
+fn forget(key: u64) -> Hold {
+    let r = REAPER.get()?;
+    r.lock().remove(&key).map(|e| (e.watched, e.on_exit))
+}
+
+/// Takes a released child's pidfd out of the epoll, before it is closed.
+fn unhold(pidfd: BorrowedFd<'_>) {
+    if let Some(r) = REAPER.get() {
+        let _ = sys::epoll_del(r.epoll.as_fd(), pidfd);
+    }
 }
 
 /// When to look at a child again (its grace, or a retry), soonest first.

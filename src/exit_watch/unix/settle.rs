@@ -125,7 +125,7 @@ impl Watched {
     /// reap, publish. The reap goes through the pidfd when there is one.
     /// A contained child's drain, if any, is over.
     pub(super) fn settle(&self, seen: Option<WaitStatus>) -> ExitStatus {
-        let (status, wakes, released) = {
+        let (status, wakes, released, waiters) = {
             let mut inner = self.lock();
             if let State::Reaped(status) = inner.state {
                 return status;
@@ -159,9 +159,17 @@ impl Watched {
             };
             inner.state = State::Reaped(status);
             let released = self.release(&mut inner);
-            (status, std::mem::take(&mut inner.on_settle), released)
+            let waiters = inner.settle_waiters > 0;
+            (
+                status,
+                std::mem::take(&mut inner.on_settle),
+                released,
+                waiters,
+            )
         };
-        self.settled.notify_all();
+        if waiters {
+            self.settled.notify_all();
+        }
         // Its cached fds (liveness, info) name a process that is gone.
         proc_info::forget(self.pid);
         self.reaped.send_replace(Some(status));
