@@ -39,7 +39,10 @@ Object.assign(N, { onLoop: 7, besideLoop: 8, ret: 9 })
 const J = { start: 10, options: 11, returned: 12, built: 13 }
 // The exit's: native (src/spawn_trace.rs), then JS (the listener, the
 // awaiting code).
-const X = { readable: 16, settled: 17, call: 18, tidied: 19, listener: 20, resumed: 21 }
+const X = { readable: 16, settled: 17, call: 18, tidied: 19, listener: 20, resumed: 21, kill: 22 }
+// An exit the reaper delivers (no JS loop: under Bun): its shared table,
+// read here as slots 100 on.
+const R = { woke: 100, settled: 101, called: 102 }
 
 /** The steps: [label, from slot, to slot, marks inside (native, JS) to take off]. */
 const STEPS = [
@@ -278,14 +281,19 @@ async function exitOne(native, spawnSupervised, net) {
     }),
   )
   native.spawnTraceTake()
-  const t0 = process.hrtime.bigint()
+  native.spawnTraceTakeShared()
+  // The native clock, which the reaper's marks share (Bun's hrtime need not).
+  native.spawnTraceMark(X.kill)
   process.kill(p.pid, 'SIGKILL')
   await heard
   native.spawnTraceMark(X.resumed)
   // The tidying runs once the listener's call (and its microtasks) returned.
   await new Promise(setImmediate)
   const t = native.spawnTraceTake()
-  return { t0: Number(t0), wall: (slot) => t[2 * slot + 1] }
+  const r = native.spawnTraceTakeShared()
+  // The reaper's marks, as slots of their own (their clock is the same).
+  const wall = (slot) => (slot >= R.woke ? r[2 * (slot - R.woke) + 1] : t[2 * slot + 1])
+  return { t0: wall(X.kill), wall, backend: p.exitWatch }
 }
 
 /** child_process's SIGKILL → 'exit' (µs), the same way. */
@@ -298,17 +306,28 @@ async function cpExitOne() {
   return Number((await heard) - t0) / 1000
 }
 
-const EXIT_STEPS = [
-  ['kill → the loop finds the pidfd readable (the kernel: the exit, the wake)', null, X.readable],
-  ['settle: exit seen (waitid WNOWAIT), group swept (killpg), reaped (waitid)', X.readable, X.settled],
-  ["the listener's argument, napi_make_callback entered", X.settled, X.call],
-  ["JS: the child's exit handler, 'exit' emitted, the listener", X.call, X.listener],
-  ['the awaiting code resumed (microtasks)', X.listener, X.resumed],
-]
+const SETTLE = 'settle: exit seen (waitid WNOWAIT), group swept (killpg), reaped (waitid)'
+const EXIT_STEPS = {
+  pidfd: [
+    ['kill → the loop finds the pidfd readable (the kernel: the exit, the wake)', null, X.readable],
+    [SETTLE, X.readable, X.settled],
+    ["the listener's argument, napi_make_callback entered", X.settled, X.call],
+    ["JS: the child's exit handler, 'exit' emitted, the listener", X.call, X.listener],
+    ['the awaiting code resumed (microtasks)', X.listener, X.resumed],
+    ['then, off the path: the handles closed, the pidfd let go of', X.resumed, X.tidied],
+  ],
+  'pidfd-tokio': [
+    ["kill → the reaper's epoll returns (the kernel: the exit, the wake)", null, R.woke],
+    [SETTLE, R.woke, R.settled],
+    ["threadsafe call → the JS thread runs the child's exit handler, the listener", R.settled, X.listener],
+    ['the awaiting code resumed (microtasks)', X.listener, X.resumed],
+    ['(on the reaper: the threadsafe call, the pidfd let go of)', R.settled, R.called],
+  ],
+}
 
 async function exitSplit(native, spawnSupervised, jsMarkWall) {
   if (!native.spawnTraceSafetyNet) return
-  console.log("\n## Split: one SIGKILL → 'exit' on the JS loop, step by step (wall)\n")
+  console.log("\n## Split: one SIGKILL → 'exit', step by step (wall)\n")
   const n = 200
   const rounds = 3
   const withNet = []
@@ -316,12 +335,15 @@ async function exitSplit(native, spawnSupervised, jsMarkWall) {
   const cp = []
   const floor = []
   const bun = []
-  for (let i = 0; i < 20; i++) await exitOne(native, spawnSupervised, true)
+  let backend = null
+  for (let i = 0; i < 20; i++) backend = (await exitOne(native, spawnSupervised, true)).backend
+  // Off the JS loop the reaper is the watch: no safety net to leave out.
+  const loop = backend === 'pidfd' // on the JS loop
   for (let round = 0; round < rounds; round++) {
     globalThis.gc?.()
     for (let i = 0; i < n; i++) {
       withNet.push(await exitOne(native, spawnSupervised, true))
-      withoutNet.push(await exitOne(native, spawnSupervised, false))
+      if (loop) withoutNet.push(await exitOne(native, spawnSupervised, false))
       cp.push(await cpExitOne())
     }
     const f = await exitFloorRound(n)
@@ -341,23 +363,19 @@ async function exitSplit(native, spawnSupervised, jsMarkWall) {
       'mean µs': a.length ? fmt(mean(a), 1) : '-',
       'p50 µs, no safety net': b?.length ? fmt(median(b), 1) : '',
     })
-  for (const [label, from, to] of EXIT_STEPS) row(label, step(withNet, from, to), step(withoutNet, from, to))
+  const other = (from, to) => (loop ? step(withoutNet, from, to) : null)
+  for (const [label, from, to] of EXIT_STEPS[backend] ?? []) row(label, step(withNet, from, to), other(from, to))
   row(
     'kill → the awaiting code resumed (traced, marks included)',
     step(withNet, null, X.resumed),
-    step(withoutNet, null, X.resumed),
-  )
-  row(
-    'then, off the path: the handles closed, the pidfd let go of',
-    step(withNet, X.resumed, X.tidied),
-    step(withoutNet, X.resumed, X.tidied),
+    other(null, X.resumed),
   )
   row("child_process: kill → 'exit' listener", cp)
   if (floor.length) row('C: kill → reaped (epoll on the pidfd, waitid, killpg, waitid)', floor)
   else console.log(`C floor: not measured (${compiled('exit-floor').why})`)
   if (bun.length) row('Bun.spawn: kill → exited resolved (under Bun)', bun)
   console.log(
-    `${withNet.length} traced kills each way, ${rounds} rounds interleaved with child_process, the C floor and Bun; a JS mark costs ${fmt(jsMarkWall / 1000, 2)} µs (not taken off)\n`,
+    `${withNet.length} traced kills${loop ? ' each way' : ''}, exit watch ${backend}, ${rounds} rounds interleaved with child_process, the C floor and Bun; a JS mark costs ${fmt(jsMarkWall / 1000, 2)} µs (not taken off)\n`,
   )
   table(rows, ['step', 'p50 µs', 'mean µs', 'p50 µs, no safety net'])
 }

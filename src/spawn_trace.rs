@@ -31,6 +31,17 @@ pub const EXIT_TIDIED: usize = 19;
 /// The table's size; the slots not named here are JS's.
 pub const SLOTS: usize = 24;
 
+/// An exit the reaper delivers (no JS loop: under Bun, in a worker), in a
+/// table of its own shared by every thread (the reaper marks it, JS reads
+/// it): the reaper's epoll returned.
+pub const REAPER_WOKE: usize = 0;
+/// Swept and reaped, the delivery next.
+pub const REAPER_SETTLED: usize = 1;
+/// The delivery (the threadsafe call) returned.
+pub const REAPER_CALLED: usize = 2;
+#[cfg(feature = "spawn-trace")]
+const SHARED_SLOTS: usize = 4;
+
 #[cfg(feature = "spawn-trace")]
 mod imp {
     use std::cell::Cell;
@@ -84,8 +95,29 @@ mod imp {
 
     /// The table, as [cpu0, wall0, cpu1, wall1, ...], and cleared.
     pub fn take() -> Vec<f64> {
-        MARKS
-            .with(|m| m.replace([(0, 0); super::SLOTS]))
+        flat(&MARKS.with(|m| m.replace([(0, 0); super::SLOTS])))
+    }
+
+    static SHARED: std::sync::Mutex<[(u64, u64); super::SHARED_SLOTS]> =
+        std::sync::Mutex::new([(0, 0); super::SHARED_SLOTS]);
+
+    /// Records `step` of the shared table (the reaper's marks).
+    pub fn mark_shared(step: usize) {
+        let t = now();
+        let mut all = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(slot) = all.get_mut(step) {
+            *slot = t;
+        }
+    }
+
+    /// The shared table, as `take`'s, and cleared.
+    pub fn take_shared() -> Vec<f64> {
+        let mut all = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+        flat(&std::mem::replace(&mut *all, [(0, 0); super::SHARED_SLOTS]))
+    }
+
+    fn flat(marks: &[(u64, u64)]) -> Vec<f64> {
+        marks
             .iter()
             .flat_map(|&(c, w)| [c as f64, w as f64])
             .collect()
@@ -93,12 +125,17 @@ mod imp {
 }
 
 #[cfg(feature = "spawn-trace")]
-pub use imp::{mark, now, safety_net, set_safety_net, take};
+pub use imp::{mark, mark_shared, now, safety_net, set_safety_net, take, take_shared};
 
 /// Records `step` (with the feature `spawn-trace`; nothing without it).
 #[cfg(not(feature = "spawn-trace"))]
 #[inline(always)]
 pub fn mark(_step: usize) {}
+
+/// Records `step` of the shared table (nothing without the feature).
+#[cfg(not(feature = "spawn-trace"))]
+#[inline(always)]
+pub fn mark_shared(_step: usize) {}
 
 /// Whether a child watched on the JS loop is also handed to the reaper:
 /// always, but in bench/split.mjs's measurement of what that costs.

@@ -18,6 +18,13 @@ pub fn spawn_trace_take() -> Vec<f64> {
     spawn_trace::take()
 }
 
+/// The shared table (the reaper's marks of an exit it delivered), as
+/// `spawnTraceTake`'s, cleared.
+#[napi]
+pub fn spawn_trace_take_shared() -> Vec<f64> {
+    spawn_trace::take_shared()
+}
+
 /// [thread CPU ns, monotonic ns] now.
 #[napi]
 pub fn spawn_trace_now() -> Vec<f64> {

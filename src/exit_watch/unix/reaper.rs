@@ -49,6 +49,7 @@ use super::pidfd::{Hold, Holder};
 use super::settle::{Driver, Settle};
 use super::{fallback, Watched};
 use crate::exit_watch::OnExit;
+use crate::spawn_trace;
 use crate::sys;
 
 /// How long a child the JS loop polls is left to the loop after its exit.
@@ -179,6 +180,7 @@ impl Reaper {
                 }
             };
             for &key in &keys[..n] {
+                spawn_trace::mark_shared(spawn_trace::REAPER_WOKE);
                 one_child(|| self.exited(key, &mut graced));
             }
             let now = Instant::now();

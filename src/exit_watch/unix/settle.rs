@@ -18,6 +18,7 @@ use crate::cgroup;
 use crate::exit_watch::{ExitStatus, OnExit};
 use crate::pid::Signal;
 use crate::proc_info;
+use crate::spawn_trace;
 use crate::sys::{self, WaitStatus};
 
 /// What the driver may do while a contained child's cgroup empties (or
@@ -176,7 +177,9 @@ impl Watched {
         for wake in wakes {
             wake();
         }
+        spawn_trace::mark_shared(spawn_trace::REAPER_SETTLED);
         released.deliver(status);
+        spawn_trace::mark_shared(spawn_trace::REAPER_CALLED);
         status
     }
 }
