@@ -119,7 +119,8 @@ export async function run() {
     let early = null
     let pid = null
     const spawn = {}
-    const onExit = (info) => {
+    const onExit = (code, signal) => {
+      const info = { code, signal }
       if (live.get(pid) === spawn) live.delete(pid)
       if (proc) proc._onNativeExit(info)
       else early = info

@@ -352,7 +352,9 @@ function spawnSupervised(command, args, options) {
   let early = null
   let pid = null
   const spawn = {}
-  const onExit = (info) => {
+  // (code, signal name): the native side passes two primitives, not an object.
+  const onExit = (code, signal) => {
+    const info = { code, signal }
     if (live.get(pid) === spawn) live.delete(pid)
     if (proc) proc._onNativeExit(info)
     else early = info

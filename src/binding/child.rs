@@ -10,13 +10,15 @@ use std::ffi::OsString;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use napi::bindgen_prelude::{External, Function, PromiseRaw};
+use napi::bindgen_prelude::{External, FnArgs, Function, PromiseRaw};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Result, Status};
 use napi_derive::napi;
 
 use super::cgroup::{cgroup_err, usage, NativeUsage};
-use super::convert::{duration_ms, exit_info, info_err, to_id, to_signal, NativeExitInfo};
+use super::convert::{
+    duration_ms, exit_args, exit_info, info_err, to_id, to_signal, ExitArgs, NativeExitInfo,
+};
 use super::errors::{promise, throw, JsErr, Res};
 use super::js_loop;
 use super::stop::{stop_plan, stop_result, NativeStopControl, NativeStopOptions, NativeStopResult};
@@ -118,7 +120,7 @@ impl NativeEnv {
     }
 }
 
-type ExitCallback = ThreadsafeFunction<NativeExitInfo, (), NativeExitInfo, Status, false>;
+type ExitCallback = ThreadsafeFunction<ExitArgs, (), ExitArgs, Status, false>;
 
 /// How the exit reaches JS: a threadsafe function (from a runtime or
 /// waiter thread), or the JS loop itself.
@@ -298,7 +300,7 @@ impl NativeChild {
 }
 
 fn threadsafe_delivery(
-    on_exit: &Function<NativeExitInfo, ()>,
+    on_exit: &Function<ExitArgs, ()>,
 ) -> Result<(Arc<Mutex<Option<ExitCallback>>>, exit_watch::OnExit)> {
     let callback: ExitCallback = on_exit
         .build_threadsafe_function()
@@ -309,7 +311,7 @@ fn threadsafe_delivery(
     let deliver: exit_watch::OnExit = Box::new(move |status| {
         let cb = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(cb) = cb {
-            cb.call(exit_info(status), ThreadsafeFunctionCallMode::NonBlocking);
+            cb.call(exit_args(status), ThreadsafeFunctionCallMode::NonBlocking);
             // Dropping `cb` releases the threadsafe function: after this
             // last call nothing of ours holds the event loop open.
         }
@@ -433,7 +435,7 @@ fn command(command: String, args: Vec<String>, a: &SpawnArgs) -> Res<Command> {
 /// packed above; `env` the child's environment unless `flags` says
 /// inherit; `extra` what the spawn rarely sets. The exit comes to `onExit`.
 #[napi(ts_return_type = "ExternalObject<NativeChild>")]
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
 pub fn spawn_supervised(
     env: Env,
     command: String,
@@ -443,7 +445,8 @@ pub fn spawn_supervised(
     death_signal: i32,
     child_env: Option<&NativeEnv>,
     extra: Option<NativeSpawnExtra>,
-    on_exit: Function<NativeExitInfo, ()>,
+    // Spelled out, not `ExitArgs`, for the generated TypeScript declaration.
+    on_exit: Function<FnArgs<(Option<i32>, Option<String>)>, ()>,
 ) -> Result<External<NativeChild>> {
     spawn_trace::mark(spawn_trace::ENTRY);
     let a = SpawnArgs {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use napi::bindgen_prelude::{Function, ToNapiValue};
 use napi::{sys, Env, JsValue};
 
-use super::convert::{exit_info, NativeExitInfo};
+use super::convert::{exit_info, ExitArgs};
 use crate::exit_watch::{js_loop, ExitStatus, LoopListener, Watched};
 
 pub use js_loop::LoopRef;
@@ -22,7 +22,7 @@ pub use js_loop::LoopRef;
 /// back-end serves.
 pub fn watch_on_loop(
     env: &Env,
-    on_exit: &Function<NativeExitInfo, ()>,
+    on_exit: &Function<ExitArgs, ()>,
     watched: &Arc<Watched>,
 ) -> Option<LoopRef> {
     let (env, callback) = (env.raw(), on_exit.raw());
@@ -175,14 +175,21 @@ unsafe fn invoke(
     if unsafe { sys::napi_get_global(env, &mut recv) } != ok {
         return;
     }
-    // SAFETY: converts a plain struct to a JS object in this scope.
-    let Ok(arg) = (unsafe { NativeExitInfo::to_napi_value(env, exit_info(status)) }) else {
+    // (code, signal name), as `ExitArgs`: two primitives.
+    let info = exit_info(status);
+    // SAFETY: a number or null, in this scope.
+    let Ok(code) = (unsafe { Option::<i32>::to_napi_value(env, info.code) }) else {
         return;
     };
+    // SAFETY: a string or null, in this scope.
+    let Ok(signal) = (unsafe { Option::<String>::to_napi_value(env, info.signal) }) else {
+        return;
+    };
+    let args = [code, signal];
     let mut result = ptr::null_mut();
     crate::spawn_trace::mark(crate::spawn_trace::EXIT_CALL);
-    // SAFETY: a function value, one argument, our async context.
-    let rc = unsafe { sys::napi_make_callback(env, ctx, recv, func, 1, &arg, &mut result) };
+    // SAFETY: a function value, two arguments, our async context.
+    let rc = unsafe { sys::napi_make_callback(env, ctx, recv, func, 2, args.as_ptr(), &mut result) };
     if rc == sys::Status::napi_pending_exception {
         let mut err = ptr::null_mut();
         // SAFETY: takes the exception the listener threw...
