@@ -288,8 +288,6 @@ async function exitOne(native, spawnSupervised, net) {
   process.kill(p.pid, 'SIGKILL')
   await heard
   native.spawnTraceMark(X.resumed)
-  // The tidying runs once the listener's call (and its microtasks) returned.
-  await new Promise(setImmediate)
   const t = native.spawnTraceTake()
   const r = native.spawnTraceTakeShared()
   // The reaper's marks, as slots of their own (their clock is the same).
@@ -312,17 +310,17 @@ const EXIT_STEPS = {
   pidfd: [
     ['kill → the loop finds the pidfd readable (the kernel: the exit, the wake)', null, X.readable],
     [SETTLE, X.readable, X.settled],
-    ["the listener's argument, napi_make_callback entered", X.settled, X.call],
+    ['the poll handle stopped, the pidfd out of the epolls and closed', X.settled, X.tidied],
+    ["the listener's argument, napi_make_callback entered", X.tidied, X.call],
     ["JS: the child's exit handler, 'exit' emitted, the listener", X.call, X.listener],
     ['the awaiting code resumed (microtasks)', X.listener, X.resumed],
-    ['then, off the path: the handles closed, the pidfd let go of', X.resumed, X.tidied],
   ],
   'pidfd-tokio': [
     ["kill → the reaper's epoll returns (the kernel: the exit, the wake)", null, R.woke],
     [SETTLE, R.woke, R.settled],
     ["threadsafe call → the JS thread runs the child's exit handler, the listener", R.settled, X.listener],
     ['the awaiting code resumed (microtasks)', X.listener, X.resumed],
-    ['(on the reaper: the threadsafe call, the pidfd let go of)', R.settled, R.called],
+    ['(on the reaper: the threadsafe call itself)', R.settled, R.called],
   ],
 }
 

@@ -26,7 +26,7 @@ pub const EXIT_READABLE: usize = 16;
 pub const EXIT_SETTLED: usize = 17;
 /// The `'exit'` listener's argument built: `napi_make_callback` next.
 pub const EXIT_CALL: usize = 18;
-/// After the listener: the handles closed, the pidfd let go of.
+/// The handles closed, the pidfd let go of: the listener next.
 pub const EXIT_TIDIED: usize = 19;
 /// The table's size; the slots not named here are JS's.
 pub const SLOTS: usize = 24;

@@ -189,7 +189,8 @@ unsafe fn invoke(
     let mut result = ptr::null_mut();
     crate::spawn_trace::mark(crate::spawn_trace::EXIT_CALL);
     // SAFETY: a function value, two arguments, our async context.
-    let rc = unsafe { sys::napi_make_callback(env, ctx, recv, func, 2, args.as_ptr(), &mut result) };
+    let rc =
+        unsafe { sys::napi_make_callback(env, ctx, recv, func, 2, args.as_ptr(), &mut result) };
     if rc == sys::Status::napi_pending_exception {
         let mut err = ptr::null_mut();
         // SAFETY: takes the exception the listener threw...

@@ -347,23 +347,6 @@ pub fn epoll_add_once(epoll: BorrowedFd<'_>, fd: BorrowedFd<'_>, key: u64) -> io
     .map(drop)
 }
 
-/// Removes `fd` from `epoll` (before it is closed: a copy of it in a child
-/// forked meanwhile would keep the registration alive).
-pub fn epoll_del(epoll: BorrowedFd<'_>, fd: BorrowedFd<'_>) -> io::Result<()> {
-    let mut ev = libc::epoll_event { events: 0, u64: 0 };
-    // SAFETY: two valid fds; the event is ignored by EPOLL_CTL_DEL (but
-    // must be non-null before Linux 2.6.9).
-    cvt(unsafe {
-        libc::epoll_ctl(
-            epoll.as_raw_fd(),
-            libc::EPOLL_CTL_DEL,
-            fd.as_raw_fd(),
-            &mut ev,
-        )
-    })
-    .map(drop)
-}
-
 /// `epoll_wait`: the keys of the ready fds, written into `keys` (as many as
 /// it holds), after at most `timeout_ms` (-1: no limit). EINTR: none.
 pub fn epoll_wait(epoll: BorrowedFd<'_>, keys: &mut [u64], timeout_ms: i32) -> io::Result<usize> {

@@ -265,8 +265,7 @@ unsafe extern "C" fn on_readable(handle: *mut c_void, _status: c_int, _events: c
     let settled = w.watched.try_settle();
     spawn_trace::mark(spawn_trace::EXIT_SETTLED);
     match settled {
-        // SAFETY: our live watch, `w` not used again.
-        Some(status) => unsafe { deliver(w, status) },
+        Some(status) => deliver(w, status),
         None => {
             // Nothing to reap. With the child still running (an error
             // event, say), poll on. Exited, yet not waitable: a tracer holds
@@ -329,8 +328,7 @@ unsafe extern "C" fn on_wake(handle: *mut c_void) {
         return;
     }
     if let Some(status) = w.watched.exit_status() {
-        // SAFETY: our live watch, `w` not used again.
-        unsafe { deliver(w, status) };
+        deliver(w, status);
     }
 }
 
@@ -338,36 +336,21 @@ fn lock_slot(slot: &WakeSlot) -> MutexGuard<'_, Option<usize>> {
     slot.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The child is settled: call the listener, then close the handles.
+/// The child is settled: close the handles and call the listener.
 ///
-/// The listener first, so that the exit reaches JS before the tidying
-/// (`uv_poll_stop`, the reaper letting go of the pidfd, its close: four
-/// system calls), not after it. Nothing in the call needs them done: the
-/// child is settled, `done` keeps a later callback of this watch from
-/// delivering again, and the pidfd stays open, its number not reused, until
-/// the tidying.
-///
-/// # Safety
-/// `watch` is a live LoopWatch (none of its handles closed yet), on its
-/// loop's thread, and no other reference to it is used after this call.
-unsafe fn deliver(watch: *mut LoopWatch, status: ExitStatus) {
-    let listener = {
-        // SAFETY: live (caller's contract); this borrow ends before JS runs.
-        let w = unsafe { &mut *watch };
-        w.done = true;
-        w.listener.take()
-    };
-    // On the JS thread, inside the loop, outside any JS frame. No borrow of
-    // the watch is held across the call: JS may ref() or unref() the child,
-    // which libuv writes into the open handle.
+/// Closed first, the pidfd with them (`close_poll` → `detach_loop`): a
+/// listener that spawns at once (a restart) has that fd back, which at the
+/// fd limit is the difference between a restart and EMFILE. Four system
+/// calls stand between the reap and the listener for it.
+fn deliver(w: &mut LoopWatch, status: ExitStatus) {
+    w.done = true;
+    let listener = w.listener.take();
+    close(w);
+    spawn_trace::mark(spawn_trace::EXIT_TIDIED);
+    // On the JS thread, inside the loop, outside any JS frame.
     if let Some(listener) = listener {
         listener.exit(status);
     }
-    // SAFETY: still live: it is freed only in `on_closed`, on a later loop
-    // turn, once `close` has closed its handles; the listener removed its
-    // teardown hook before calling JS, so nothing closed them meanwhile.
-    close(unsafe { &mut *watch });
-    spawn_trace::mark(spawn_trace::EXIT_TIDIED);
 }
 
 /// Stops polling and closes the poll handle; the pidfd may then be closed

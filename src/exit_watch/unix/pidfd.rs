@@ -4,11 +4,11 @@
 //! the child is settled and the loop no longer polls it; another holder
 //! (the reaper) is told first, and hands back what it kept for the child.
 //!
-//! The holder is two plain functions the driver leaves here when it takes the
+//! The holder is a plain function the driver leaves here when it takes the
 //! fd ([`Watched::lend_pidfd`]): this module never names a driver, so the
 //! arrow runs one way, from the reaper to `Watched`.
 
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::{Arc, TryLockError};
 
 use super::{Inner, State, Watched};
@@ -16,51 +16,23 @@ use crate::exit_watch::{ExitStatus, OnExit};
 use crate::sys;
 
 /// Another holder of the pidfd (the reaper's epoll, under `key`): `let_go`
-/// hands back what it kept for the child (called under the state lock);
-/// `unhold` then takes the fd out of it, still open (called with no lock
-/// held, after the delivery).
+/// returns what it held for the child, and the fd's close takes it out of
+/// the epoll. Called under the state lock, before the close.
 pub(super) struct Holder {
     pub(super) key: u64,
-    pub(super) let_go: fn(u64) -> Hold,
-    pub(super) unhold: Unhold,
+    pub(super) let_go: fn(u64) -> Released,
 }
 
-/// Takes a released pidfd out of its holder, before it closes.
-pub(super) type Unhold = fn(BorrowedFd<'_>);
-
-/// What a holder kept for a child: the child, and the delivery to run
-/// after its settle (None: the JS loop delivers).
-pub(super) type Hold = Option<(Arc<Watched>, Option<OnExit>)>;
-
-/// A released pidfd, taken out of the child's state, and what its holder
-/// kept. The delivery runs first ([`Released::deliver`]), once the state
-/// lock is released; the fd is let go of and closed after it, when this is
-/// dropped: those system calls are tidying, and the exit is not made to
-/// wait for them. The fd, out of the state, is no one else's by then: no
-/// `waitid` can be under way on it, and its number is not reused until it
-/// closes.
+/// What a holder kept for a child whose pidfd was just released: its
+/// delivery runs, and the hold is dropped, once the state lock is released.
 #[derive(Default)]
 #[must_use]
-pub(super) struct Released {
-    hold: Hold,
-    fd: Option<(OwnedFd, Option<Unhold>)>,
-}
+pub(super) struct Released(pub(super) Option<(Arc<Watched>, Option<OnExit>)>);
 
 impl Released {
-    pub(super) fn deliver(mut self, status: ExitStatus) {
-        if let Some((_hold, Some(on_exit))) = self.hold.take() {
+    pub(super) fn deliver(self, status: ExitStatus) {
+        if let Some((_hold, Some(on_exit))) = self.0 {
             on_exit(status);
-        }
-    }
-}
-
-impl Drop for Released {
-    fn drop(&mut self) {
-        if let Some((fd, unhold)) = self.fd.take() {
-            if let Some(unhold) = unhold {
-                unhold(fd.as_fd());
-            }
-            drop(fd);
         }
     }
 }
@@ -87,12 +59,11 @@ impl Watched {
         added
     }
 
-    /// Takes the pidfd out of the state once the child is settled and the
-    /// JS loop no longer polls it (libuv must stop polling an fd before it
-    /// is closed: its epoll would hold a stale entry, and a later fd with
-    /// the same number could be mistaken for it), with what its other
-    /// holder kept. Under the state lock, so no `waitid` on it can be under
-    /// way; it closes when the [`Released`] drops, after the delivery.
+    /// Closes the pidfd once the child is settled and the JS loop no longer
+    /// polls it (libuv must stop polling an fd before it is closed: its
+    /// epoll would hold a stale entry, and a later fd with the same number
+    /// could be mistaken for it), letting its other holder go first.
+    /// Under the state lock, so no `waitid` on it can be under way.
     pub(super) fn release(&self, inner: &mut Inner) -> Released {
         if inner.loop_polls || inner.state == State::Running {
             return Released::default();
@@ -100,16 +71,12 @@ impl Watched {
         let Some(fd) = inner.pidfd.take() else {
             return Released::default();
         };
-        match inner.holder.take() {
-            Some(h) => Released {
-                hold: (h.let_go)(h.key),
-                fd: Some((fd, Some(h.unhold))),
-            },
-            None => Released {
-                hold: None,
-                fd: Some((fd, None)),
-            },
-        }
+        let released = inner
+            .holder
+            .take()
+            .map_or_else(Released::default, |h| (h.let_go)(h.key));
+        drop(fd);
+        released
     }
 
     /// The JS loop starts polling the pidfd: its raw number, valid until

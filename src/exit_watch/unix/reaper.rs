@@ -30,22 +30,25 @@
 //! Ownership. The pidfd is the `Watched`'s, lent to this epoll
 //! (`Watched::lend_pidfd`); the reaper holds the child (`Arc<Watched>`, and
 //! the delivery) under a key until the fd is released, when `forget`
-//! (left with the `Watched` as its holder) hands the entry back, and
-//! `unhold`, after the delivery, removes the fd from this epoll before it
-//! is closed — a copy of the fd in a child forked meanwhile would otherwise
-//! keep the registration alive, and a later fd with the same number could
-//! be taken for it. Keys are never reused, so a late event for a released
-//! child finds nothing.
+//! (left with the `Watched` as its holder) takes the child out of the
+//! table. The fd's close takes it out of this epoll; nothing here removes
+//! it first, which would be one more system call between every reap and
+//! its `'exit'`. A copy of the fd in a child forked meanwhile keeps the
+//! registration alive until that copy closes (at its exec), and harmlessly:
+//! epoll keys a registration by its open file, not the fd number, so a
+//! later fd with the same number is registered apart; an event carries our
+//! key, and keys are never reused, so a late event for a released child
+//! finds nothing.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::pidfd::{Hold, Holder};
+use super::pidfd::{Holder, Released};
 use super::settle::{Driver, Settle};
 use super::{fallback, Watched};
 use crate::exit_watch::OnExit;
@@ -118,7 +121,6 @@ pub fn add(watched: &Arc<Watched>, on_exit: Option<OnExit>) -> Result<(), Option
     let holder = Holder {
         key,
         let_go: forget,
-        unhold,
     };
     let added = watched.lend_pidfd(holder, |fd, key| {
         sys::epoll_add_once(r.epoll.as_fd(), fd, key).is_ok()
@@ -130,21 +132,15 @@ pub fn add(watched: &Arc<Watched>, on_exit: Option<OnExit>) -> Result<(), Option
     Err(entry.and_then(|e| e.on_exit))
 }
 
-/// Removes a released child from the table and hands back its entry.
-/// Called under the child's state lock (the `Watched` holds this as its
-/// pidfd's [`Holder`]); the caller drops the entry, and runs its delivery,
-/// after unlocking, then calls [`unhold`]. Keys are never reused: an event
-/// for this key until then finds nothing.
-fn forget(key: u64) -> Hold {
-    let r = REAPER.get()?;
-    r.lock().remove(&key).map(|e| (e.watched, e.on_exit))
-}
-
-/// Takes a released child's pidfd out of the epoll, before it is closed.
-fn unhold(pidfd: BorrowedFd<'_>) {
-    if let Some(r) = REAPER.get() {
-        let _ = sys::epoll_del(r.epoll.as_fd(), pidfd);
-    }
+/// Removes a released child from the table (its pidfd leaves the epoll as
+/// it closes: see the module docs). Called under the child's state lock
+/// (the `Watched` holds this as its pidfd's [`Holder`]); the caller drops
+/// the entry, and runs its delivery, after unlocking.
+fn forget(key: u64) -> Released {
+    let Some(r) = REAPER.get() else {
+        return Released::default();
+    };
+    Released(r.lock().remove(&key).map(|e| (e.watched, e.on_exit)))
 }
 
 /// When to look at a child again (its grace, or a retry), soonest first.

@@ -156,3 +156,51 @@ fn a_polled_pidfd_outlives_the_settle_until_the_loop_lets_go() {
     assert!(pidfd_closed(&w));
     assert_eq!(w.try_settle(), Some(ExitStatus::Signal(libc::SIGKILL)));
 }
+
+#[test]
+fn a_released_pidfd_kept_open_elsewhere_leaves_a_later_child_on_its_number_its_own_exit() {
+    use std::os::fd::AsRawFd;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let watched = |pid: Pid, own: OwnedFd| {
+        let w = register(pid, None, false, IdentitySeed::default(), Some(own));
+        let tx = tx.clone();
+        let on_exit: OnExit = Box::new(move |s| tx.send((pid, s)).expect("send"));
+        assert_eq!(watch(&w, on_exit).expect("watch"), Backend::PidfdTokio);
+        w
+    };
+    let a = spawn("sleep", &["30"]);
+    let wa = watched(a, sys::pidfd_open(a).expect("a's pidfd"));
+    let number = wa.lock().pidfd.as_ref().expect("open").as_raw_fd();
+    // As a child forked meanwhile would: the open file outlives our fd, and
+    // with it the reaper's registration of it (not taken out before the close).
+    let copy = wa
+        .lock()
+        .pidfd
+        .as_ref()
+        .expect("open")
+        .try_clone()
+        .expect("dup");
+    sys::kill(a, Signal::KILL).expect("kill a");
+    let (pid, status) = rx.recv_timeout(Duration::from_secs(20)).expect("a's exit");
+    assert_eq!((pid, status), (a, ExitStatus::Signal(libc::SIGKILL)));
+    assert!(pidfd_closed(&wa));
+    // The next child's pidfd on that number: fds are handed out lowest
+    // first, so hold the lower free ones (another test's thread may take it).
+    let b = spawn("sleep", &["30"]);
+    let mut lower = Vec::new();
+    let mut own = sys::pidfd_open(b).expect("b's pidfd");
+    while own.as_raw_fd() < number && lower.len() < 256 {
+        lower.push(own);
+        own = sys::pidfd_open(b).expect("b's pidfd");
+    }
+    let same_number = own.as_raw_fd() == number;
+    let wb = watched(b, own);
+    sys::kill(b, Signal::KILL).expect("kill b");
+    let (pid, status) = rx.recv_timeout(Duration::from_secs(20)).expect("b's exit");
+    assert_eq!((pid, status), (b, ExitStatus::Signal(libc::SIGKILL)));
+    assert!(pidfd_closed(&wb));
+    // Once each: the stale registration (a's, keyed apart) gave nothing more.
+    assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
+    drop((copy, lower));
+    eprintln!("b's pidfd on a's number {number}: {same_number}");
+}
