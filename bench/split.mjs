@@ -54,7 +54,7 @@ const STEPS = [
   ['clone + wait for the child’s execve (vfork)', N.beforeClone, N.afterClone, 'native'],
   ['after clone: signal mask restored', N.afterClone, N.spawned, 'native'],
   ['identity seed (fstat pidfd), Watched registered', N.spawned, N.registered, 'native'],
-  ['JS loop: uv_poll init/start, listener ref, async context', N.registered, N.onLoop, 'native'],
+  ["JS loop: pidfd into the loop's epoll, listener ref, async context", N.registered, N.onLoop, 'native'],
   ['reaper: pidfd into its epoll', N.onLoop, N.besideLoop, 'native'],
   ['NativeChild built', N.besideLoop, N.ret, 'native'],
   ['return: napi-rs wraps NativeChild', N.ret, J.returned, 'native'],
@@ -310,7 +310,7 @@ const EXIT_STEPS = {
   pidfd: [
     ['kill → the loop finds the pidfd readable (the kernel: the exit, the wake)', null, X.readable],
     [SETTLE, X.readable, X.settled],
-    ['the poll handle stopped, the pidfd out of the epolls and closed', X.settled, X.tidied],
+    ['the child out of the loop, the pidfd closed', X.settled, X.tidied],
     ["the listener's argument, napi_make_callback entered", X.tidied, X.call],
     ["JS: the child's exit handler, 'exit' emitted, the listener", X.call, X.listener],
     ['the awaiting code resumed (microtasks)', X.listener, X.resumed],

@@ -16,7 +16,7 @@ pub const BEFORE_CLONE: usize = 3; // signals blocked, ChildArgs filled: clone n
 pub const AFTER_CLONE: usize = 4; // clone returned: the child has exec'd (vfork wait)
 pub const SPAWNED: usize = 5; // signal mask restored, spawn::spawn returned
 pub const REGISTERED: usize = 6; // identity seed (fstat of the pidfd), Watched built
-pub const ON_LOOP: usize = 7; // libuv poll handle, listener reference, async context
+pub const ON_LOOP: usize = 7; // the pidfd into the loop's hub, listener reference, async context
 pub const BESIDE_LOOP: usize = 8; // the reaper's epoll took the pidfd
 pub const RETURN: usize = 9; // NativeChild built, about to return to napi-rs
                              // Slots 10..16 are JS's (bench/split.mjs), between the spawn and exit ones.

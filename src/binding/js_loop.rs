@@ -112,6 +112,12 @@ impl LoopListener for JsListener {
         self.teardown = Some((hook, arg));
     }
 
+    fn on_env_teardown(&mut self, hook: unsafe extern "C" fn(*mut c_void), arg: *mut c_void) {
+        // SAFETY: on env's thread (the watch calls us there); napi runs it
+        // at the environment's teardown, after every hook added later.
+        unsafe { sys::napi_add_env_cleanup_hook(self.env, Some(hook), arg) };
+    }
+
     fn exit(mut self: Box<Self>, status: ExitStatus) {
         if let Some((hook, arg)) = self.teardown.take() {
             // SAFETY: same env and argument as at registration.
@@ -124,8 +130,14 @@ impl LoopListener for JsListener {
 }
 
 impl Drop for JsListener {
-    /// Releases the listener reference and the async context (JS thread).
+    /// Releases the listener reference and the async context (JS thread),
+    /// and its teardown hook if dropped uncalled (napi skips a hook removed
+    /// while it runs the others, even the one running).
     fn drop(&mut self) {
+        if let Some((hook, arg)) = self.teardown.take() {
+            // SAFETY: same env and argument as at registration.
+            unsafe { sys::napi_remove_env_cleanup_hook(self.env, Some(hook), arg) };
+        }
         // SAFETY: created in `new` on this env; dropped once, on its thread.
         unsafe { sys::napi_async_destroy(self.env, self.async_ctx) };
         // SAFETY: as above.

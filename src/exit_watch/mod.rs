@@ -71,6 +71,11 @@ pub trait LoopListener {
     /// [`exit`]: LoopListener::exit
     fn on_teardown(&mut self, hook: unsafe extern "C" fn(*mut c_void), arg: *mut c_void);
 
+    /// `hook(arg)` must run, on this thread, when this listener's JS
+    /// environment is torn down (the loop's hub, made for this listener's
+    /// child, lets go of the loop then). Never removed.
+    fn on_env_teardown(&mut self, hook: unsafe extern "C" fn(*mut c_void), arg: *mut c_void);
+
     /// The child is settled and the loop's handles are closing: deliver
     /// its exit. The last call.
     fn exit(self: Box<Self>, status: ExitStatus);

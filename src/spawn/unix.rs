@@ -439,11 +439,21 @@ mod tests {
             .filter(|v| v.starts_with(b"LISTEN_"))
             .map(|v| String::from_utf8_lossy(v).into_owned())
             .collect();
-        let mut fds: Vec<i32> = std::fs::read_dir(format!("{dir}/fd"))
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_str().unwrap().parse().unwrap())
-            .collect();
-        fds.sort();
+        // `sleep` opens files of its own as it starts (its locale): the
+        // lowest free number, 5 here, for a moment. A leaked fd would stay.
+        let fds_now = || {
+            let mut fds: Vec<i32> = std::fs::read_dir(format!("{dir}/fd"))
+                .unwrap()
+                .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect();
+            fds.sort();
+            fds
+        };
+        let mut fds = fds_now();
+        while fds != [0, 1, 2, 3, 4, 9] && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            fds = fds_now();
+        }
         let links = [link(pid, 3), link(pid, 4)];
         let ours = [link(me, a.as_raw_fd()), link(me, b.as_raw_fd())];
         // SAFETY: F_GETFL reads the flags of a socket we own.

@@ -347,6 +347,25 @@ pub fn epoll_add_once(epoll: BorrowedFd<'_>, fd: BorrowedFd<'_>, key: u64) -> io
     .map(drop)
 }
 
+/// Arms `fd`'s one-shot registration in `epoll` again (`EPOLL_CTL_MOD`):
+/// one more readable event, reported with `key`.
+pub fn epoll_rearm_once(epoll: BorrowedFd<'_>, fd: BorrowedFd<'_>, key: u64) -> io::Result<()> {
+    let mut ev = libc::epoll_event {
+        events: (libc::EPOLLIN | libc::EPOLLONESHOT) as u32,
+        u64: key,
+    };
+    // SAFETY: two valid fds and an event we own.
+    cvt(unsafe {
+        libc::epoll_ctl(
+            epoll.as_raw_fd(),
+            libc::EPOLL_CTL_MOD,
+            fd.as_raw_fd(),
+            &mut ev,
+        )
+    })
+    .map(drop)
+}
+
 /// `epoll_wait`: the keys of the ready fds, written into `keys` (as many as
 /// it holds), after at most `timeout_ms` (-1: no limit). EINTR: none.
 pub fn epoll_wait(epoll: BorrowedFd<'_>, keys: &mut [u64], timeout_ms: i32) -> io::Result<usize> {

@@ -7,12 +7,14 @@
 //! Why: off the loop, the pidfd's readiness wakes procward's reaper thread,
 //! which then wakes the JS thread through a threadsafe function:
 //! two thread wake-ups between the kernel and the `'exit'` listener. Polling
-//! the pidfd with a `uv_poll_t` on the loop napi hands out
-//! (`napi_get_uv_event_loop`) makes it one, the same as `child_process`'s
-//! own SIGCHLD path: the loop's epoll returns, we sweep and reap on the JS
-//! thread (two `waitid`s and a `killpg`, microseconds), and call the
-//! listener (the binding calls it through `napi_make_callback`), so
-//! promises settle at once.
+//! the pidfd on the loop napi hands out (`napi_get_uv_event_loop`) makes it
+//! one, the same as `child_process`'s own SIGCHLD path: the loop's epoll
+//! returns, we sweep and reap on the JS thread (two `waitid`s and a
+//! `killpg`, microseconds), and call the listener (the binding calls it
+//! through `napi_make_callback`), so promises settle at once. The pidfds of
+//! a loop's children sit in one epoll of ours, its hub (`js_loop/hub.rs`),
+//! which one `uv_poll_t` watches: a child costs one `epoll_ctl` at its
+//! spawn and none at its exit.
 //!
 //! libuv's functions are looked up with `dlsym` in the running process
 //! (Node exports them to addons; `js_loop/uv.rs` is the one file that calls
@@ -30,13 +32,13 @@
 //!
 //! Readable, yet nothing to reap: a tracer (`PTRACE_SEIZE` from another
 //! process) is told of the exit first, and until it detaches or waits our
-//! `waitid` cannot see the zombie, while the pidfd stays readable. libuv
-//! polls level-triggered, so polling on would spin the JS thread. The loop
-//! parks instead: it closes the poll handle and opens a `uv_async_t` that
+//! `waitid` cannot see the zombie, while the pidfd stays readable. The hub
+//! registers each pidfd one-shot, so that event came once and no more
+//! will; the loop parks: it leaves the hub and opens a `uv_async_t` that
 //! the native watcher's settle wakes (`Watched::on_settle`); the async
 //! callback then delivers the exit. If no native watcher runs (its start
 //! failed), parking starts one first, and only if that fails too does the
-//! loop keep polling. Each callback looks at the state first, so an
+//! loop arm the registration again and poll on. Each callback looks at the state first, so an
 //! exit the native side settled while the loop was blocked is delivered even
 //! if another child has the pid by then.
 //!
@@ -48,25 +50,29 @@
 //!
 //! Lifetimes. The handles and their state are owned by the loop, not by
 //! the JS object: a dropped or collected `SupervisedProcess` is still reaped.
-//! `unref()` is `uv_unref` on the handle. When the environment is torn down
+//! `unref()` takes the child out of the hub's count (its poll handle is
+//! referenced while any of its children is), or is `uv_unref` on the
+//! parked child's async handle. When the environment is torn down
 //! with the child still running (a worker that ends), the hook the listener
 //! registered for it ([`LoopListener::on_teardown`]) stops polling and drops
 //! the listener without calling it; the native watcher still reaps and
 //! sweeps the child.
 //!
-//! The pidfd is closed only once the child is settled and libuv has stopped
-//! polling it (`Watched::detach_loop` after `uv_poll_stop`): closed under a
-//! live poll, libuv's epoll would keep a stale entry for that fd number.
+//! The pidfd is closed once the child is settled and has left the hub
+//! (`Watched::detach_loop`), before `'exit'` runs; the close takes it out
+//! of the hub's epoll (and the reaper's). libuv never sees it.
 
+mod hub;
 mod uv;
 
-use std::ffi::{c_int, c_void};
+use std::ffi::c_void;
 use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{watch_beside_loop, Watched};
 use crate::exit_watch::{forced_fallback, forced_tokio, ExitStatus, LoopListener, Wake};
 use crate::spawn_trace;
+use hub::Hub;
 use uv::{Kind, Uv};
 
 /// Whether children can be watched on the JS loop in this process.
@@ -113,14 +119,24 @@ pub unsafe fn watch_on_loop(
     Some(loop_ref)
 }
 
-/// What the JS object's ref()/unref() acts on: the open handle (the poll
-/// handle, or the async one once parked; none once closed), and whether the
-/// user asked for unref, so that a handle opened later follows suit. Only
-/// touched on the JS thread; the Mutex makes it Send.
+/// What the JS object's ref()/unref() acts on: the child's place in its
+/// loop's hub, or its async handle once parked (none once closed), and
+/// whether the user asked for unref, so that what comes later follows
+/// suit. Only touched on the JS thread; the Mutex makes it Send.
 #[derive(Default)]
 struct RefState {
-    handle: Option<usize>,
+    target: Target,
     unref: bool,
+}
+
+#[derive(Clone, Copy, Default)]
+enum Target {
+    #[default]
+    None,
+    /// Registered with this hub: it counts the referenced children.
+    Hub(usize),
+    /// Parked: this async handle.
+    Async(usize),
 }
 
 #[derive(Clone, Default)]
@@ -131,20 +147,35 @@ impl LoopRef {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// `uv_ref`/`uv_unref` the open handle; only remembered once closed.
+    /// `ref()` / `unref()`: the hub's count, or `uv_ref`/`uv_unref` of the
+    /// async handle; only remembered once closed.
     pub fn set_ref(&self, on: bool) {
         let mut state = self.lock();
+        if state.unref != on {
+            return; // no change
+        }
         state.unref = !on;
-        let (Some(uv), Some(handle)) = (uv::uv(), state.handle) else {
-            return;
-        };
-        // SAFETY: the handle is open (the slot is cleared before uv_close)
-        // and we are on its loop's thread.
-        unsafe { uv.set_ref(handle as *mut c_void, on) }
+        match state.target {
+            Target::None => {}
+            // SAFETY: a hub lives while a child is registered with it (the
+            // target is cleared when the child leaves), on this thread.
+            Target::Hub(hub) => unsafe { hub::set_ref(hub as *mut Hub, on) },
+            Target::Async(handle) => {
+                if let Some(uv) = uv::uv() {
+                    // SAFETY: the handle is open (the target is cleared
+                    // before uv_close) and we are on its loop's thread.
+                    unsafe { uv.set_ref(handle as *mut c_void, on) }
+                }
+            }
+        }
     }
 
-    fn set_handle(&self, handle: Option<*mut c_void>) {
-        self.lock().handle = handle.map(|h| h as usize);
+    fn set_target(&self, target: Target) {
+        self.lock().target = target;
+    }
+
+    fn unref(&self) -> bool {
+        self.lock().unref
     }
 }
 
@@ -153,48 +184,32 @@ impl LoopRef {
 type WakeSlot = Arc<Mutex<Option<usize>>>;
 
 struct LoopWatch {
-    /// uv_poll_t storage (`uv_handle_size(UV_POLL)` bytes, 8-aligned). Its
-    /// first field, `data`, points back at this struct.
-    poll: Box<[u64]>,
-    /// uv_async_t storage, once parked (see the module docs); `data` as above.
+    /// The loop's hub, and this child's key there while registered.
+    hub: *mut Hub,
+    key: u64,
+    in_hub: bool,
+    /// The polled pidfd (`Watched`'s), open until `detach_loop`.
+    pidfd: RawFd,
+    /// uv_async_t storage, once parked (see the module docs); its `data`
+    /// points back at this struct.
     wake: Option<Box<[u64]>>,
-    poll_open: bool,
     wake_open: bool,
     /// Handles initialised and not yet through `on_closed`: the struct is
-    /// freed when the last one has closed.
+    /// freed when it is done and none is left.
     handles: u8,
     uv_loop: *mut c_void,
     /// The binding's side, taken when the exit is delivered; dropped
     /// uncalled when the JS environment goes first.
     listener: Option<Box<dyn LoopListener>>,
-    /// Owns the polled pidfd, open until `detach_loop` (right after
-    /// `uv_poll_stop`).
+    /// Owns the polled pidfd, open until `detach_loop`.
     watched: Arc<Watched>,
     shared: LoopRef,
     wake_slot: WakeSlot,
     done: bool,
 }
 
-impl LoopWatch {
-    fn poll_ptr(&mut self) -> *mut c_void {
-        self.poll.as_mut_ptr().cast()
-    }
-}
-
-/// The LoopWatch a handle belongs to.
-///
-/// # Safety
-/// `handle` is one of a live LoopWatch's handles, its `data` set.
-unsafe fn watch_of<'a>(handle: *mut c_void) -> &'a mut LoopWatch {
-    // SAFETY: one of our handles (caller's contract).
-    let w = unsafe { uv::data(handle) } as *mut LoopWatch;
-    // SAFETY: `data` points at the LoopWatch, alive until its last handle
-    // has closed (caller's contract).
-    unsafe { &mut *w }
-}
-
-/// Starts polling `pidfd` on the JS thread's loop. None: it could not;
-/// nothing polls the fd then.
+/// Starts watching `pidfd` through this thread's hub. None: it could not;
+/// nothing watches the fd then.
 ///
 /// # Safety
 /// As [`watch_on_loop`]; `pidfd` is open until `watched.detach_loop()`.
@@ -206,12 +221,21 @@ unsafe fn start(
 ) -> Option<LoopRef> {
     let uv = uv::uv()?;
     let uv_loop = uv_loop().filter(|l| !l.is_null())?;
-    let listener = listener()?;
+    let mut listener = listener()?;
+    // SAFETY: on the loop's thread (caller's contract); the hub's teardown
+    // hook goes to this listener's environment.
+    let hub = unsafe {
+        hub::of(uv, uv_loop, on_ready, on_gone, |hook, arg| {
+            listener.on_env_teardown(hook, arg)
+        })
+    }?;
     let shared = LoopRef::default();
     let watch = Box::into_raw(Box::new(LoopWatch {
-        poll: uv.handle_storage(Kind::Poll),
+        hub,
+        key: 0,
+        in_hub: false,
+        pidfd,
         wake: None,
-        poll_open: false,
         wake_open: false,
         handles: 0,
         uv_loop,
@@ -221,33 +245,20 @@ unsafe fn start(
         wake_slot: WakeSlot::default(),
         done: false,
     }));
-    // SAFETY: `watch` is a fresh, uniquely owned allocation.
-    let w = unsafe { &mut *watch };
-    let handle = w.poll_ptr();
-    // SAFETY: a zeroed handle of libuv's size on the JS thread's loop; the
-    // fd stays open until the handle is stopped (caller's contract).
-    let rc = unsafe { uv.poll_init(uv_loop, handle, pidfd) };
-    if rc != 0 {
-        // SAFETY: nothing refers to the allocation yet; take it back (the
+    // SAFETY: the hub is live, on its thread; the fd is open until
+    // `detach_loop`, which comes after the watch leaves the hub.
+    let Some(key) = (unsafe { hub::add(hub, pidfd, watch.cast(), false) }) else {
+        // SAFETY: nothing refers to the allocation: take it back (the
         // listener, dropped with it, lets go of JS).
         drop(unsafe { Box::from_raw(watch) });
         return None;
-    }
-    // SAFETY: poll handle storage.
-    unsafe { uv::set_data(handle, watch.cast()) };
-    w.poll_open = true;
-    w.handles = 1;
-    // SAFETY: the handle was initialised; on_readable matches uv_poll_cb.
-    if unsafe { uv.poll_start_readable(handle, on_readable) } != 0 {
-        // An initialised handle must be closed, not freed; the pidfd is
-        // left to the caller's other back-end (libuv never added it to its
-        // epoll set).
-        w.done = true;
-        w.listener = None;
-        close(w);
-        return None;
-    }
-    shared.set_handle(Some(handle));
+    };
+    // SAFETY: a fresh allocation; the hub only calls back through it from
+    // the loop, not during this call.
+    let w = unsafe { &mut *watch };
+    w.key = key;
+    w.in_hub = true;
+    shared.set_target(Target::Hub(hub as usize));
     if let Some(listener) = w.listener.as_mut() {
         // Removed by the listener when the exit is delivered.
         listener.on_teardown(on_teardown, watch.cast());
@@ -255,9 +266,10 @@ unsafe fn start(
     Some(shared)
 }
 
-unsafe extern "C" fn on_readable(handle: *mut c_void, _status: c_int, _events: c_int) {
-    // SAFETY: libuv calls this for our open poll handle.
-    let w = unsafe { watch_of(handle) };
+/// The hub saw the child's pidfd readable (once: one-shot).
+unsafe fn on_ready(arg: *mut c_void) {
+    // SAFETY: the hub calls this with a registered, hence live, watch.
+    let w = unsafe { &mut *(arg as *mut LoopWatch) };
     if w.done {
         return;
     }
@@ -266,31 +278,27 @@ unsafe extern "C" fn on_readable(handle: *mut c_void, _status: c_int, _events: c
     spawn_trace::mark(spawn_trace::EXIT_SETTLED);
     match settled {
         Some(status) => deliver(w, status),
-        None => {
-            // Nothing to reap. With the child still running (an error
-            // event, say), poll on. Exited, yet not waitable: a tracer holds
-            // the zombie; polling on would spin.
-            if w.watched.pidfd_readable() {
-                park(w);
-            }
-        }
+        // Nothing to reap: exited, yet not waitable (a tracer holds the
+        // zombie), or under way elsewhere. The registration is spent; the
+        // native watcher's settle wakes the loop instead.
+        None => park(w),
     }
 }
 
-/// Stops polling the pidfd and waits for the native watcher's settle to
-/// wake the loop instead (see the module docs). Leaves things as they were
-/// (polling) only if nothing else could settle the child.
+/// Leaves the hub and waits for the native watcher's settle to wake the
+/// loop instead (see the module docs). If nothing else could settle the
+/// child, it stays in the hub, armed for one more event.
 fn park(w: &mut LoopWatch) {
-    let Some(uv) = uv::uv() else { return };
+    let Some(uv) = uv::uv() else { return rearm(w) };
     if !w.watched.has_native_watcher() && watch_beside_loop(&w.watched).is_err() {
-        return;
+        return rearm(w);
     }
     let mut wake = uv.handle_storage(Kind::Async);
     let handle: *mut c_void = wake.as_mut_ptr().cast();
     // SAFETY: zeroed storage of libuv's size, initialised on the JS thread's
     // own loop; on_wake matches uv_async_cb.
     if unsafe { uv.async_init(w.uv_loop, handle, on_wake) } != 0 {
-        return;
+        return rearm(w);
     }
     // SAFETY: async handle storage.
     unsafe { uv::set_data(handle, (w as *mut LoopWatch).cast()) };
@@ -298,11 +306,12 @@ fn park(w: &mut LoopWatch) {
     w.wake = Some(wake);
     w.wake_open = true;
     w.handles += 1;
-    if w.shared.lock().unref {
+    if w.shared.unref() {
         // SAFETY: an open handle of this loop, on its thread.
         unsafe { uv.set_ref(handle, false) };
     }
-    w.shared.set_handle(Some(handle));
+    leave_hub(w);
+    w.shared.set_target(Target::Async(handle as usize));
     *lock_slot(&w.wake_slot) = Some(handle as usize);
     let slot = w.wake_slot.clone();
     let uv: &'static Uv = uv;
@@ -318,12 +327,21 @@ fn park(w: &mut LoopWatch) {
     if let Err(wake) = w.watched.on_settle(wake) {
         wake(); // settled meanwhile: on_wake delivers on the next turn
     }
-    close_poll(w);
+}
+
+/// Polls on: the registration armed for one more event.
+fn rearm(w: &mut LoopWatch) {
+    if w.in_hub {
+        // SAFETY: registered, so the hub is live; the fd is open until
+        // `detach_loop`.
+        unsafe { hub::rearm(w.hub, w.pidfd, w.key) };
+    }
 }
 
 unsafe extern "C" fn on_wake(handle: *mut c_void) {
-    // SAFETY: libuv calls this for our open async handle.
-    let w = unsafe { watch_of(handle) };
+    // SAFETY: libuv calls this for our open async handle, whose `data` is
+    // its live LoopWatch.
+    let w = unsafe { &mut *(uv::data(handle) as *mut LoopWatch) };
     if w.done {
         return;
     }
@@ -336,16 +354,16 @@ fn lock_slot(slot: &WakeSlot) -> MutexGuard<'_, Option<usize>> {
     slot.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The child is settled: close the handles and call the listener.
+/// The child is settled: let go of it and call the listener.
 ///
-/// Closed first, the pidfd with them (`close_poll` → `detach_loop`): a
-/// listener that spawns at once (a restart) has that fd back, which at the
-/// fd limit is the difference between a restart and EMFILE. Four system
-/// calls stand between the reap and the listener for it.
+/// Let go of first, the pidfd with it (`detach_loop`): a listener that
+/// spawns at once (a restart) has that fd back, which at the fd limit is
+/// the difference between a restart and EMFILE.
 fn deliver(w: &mut LoopWatch, status: ExitStatus) {
     w.done = true;
     let listener = w.listener.take();
-    close(w);
+    // SAFETY: `w` is not used after this.
+    unsafe { close(w) };
     spawn_trace::mark(spawn_trace::EXIT_TIDIED);
     // On the JS thread, inside the loop, outside any JS frame.
     if let Some(listener) = listener {
@@ -353,29 +371,26 @@ fn deliver(w: &mut LoopWatch, status: ExitStatus) {
     }
 }
 
-/// Stops polling and closes the poll handle; the pidfd may then be closed
-/// (by `Watched`, once the child is settled).
-fn close_poll(w: &mut LoopWatch) {
-    if w.poll_open {
-        w.poll_open = false;
-        if let Some(uv) = uv::uv() {
-            let handle = w.poll_ptr();
-            // SAFETY: an initialised handle of this loop.
-            unsafe { uv.poll_stop(handle) };
-            // SAFETY: closed exactly once (poll_open guards it); libuv
-            // allows closing the polled fd right after this.
-            unsafe { uv.close(handle, on_closed) };
-        }
+/// Out of the hub, and the pidfd handed back (`detach_loop`: `Watched`
+/// closes it once the child is settled).
+fn leave_hub(w: &mut LoopWatch) {
+    if w.in_hub {
+        w.in_hub = false;
+        // SAFETY: registered until now, so the hub is live; on its thread.
+        unsafe { hub::leave(w.hub, w.key, w.shared.unref()) };
         w.watched.detach_loop();
     }
 }
 
-/// Closes every handle; the allocation is freed in `on_closed` once the
-/// last has closed, which libuv reports on a later loop iteration.
-fn close(w: &mut LoopWatch) {
-    w.shared.set_handle(None);
+/// Lets go of everything: out of the hub, the async handle closed. The
+/// struct is freed here when no handle is left, else in `on_closed`.
+///
+/// # Safety
+/// `w` is not used after this call.
+unsafe fn close(w: &mut LoopWatch) {
+    w.shared.set_target(Target::None);
     *lock_slot(&w.wake_slot) = None;
-    close_poll(w);
+    leave_hub(w);
     if w.wake_open {
         w.wake_open = false;
         if let (Some(uv), Some(wake)) = (uv::uv(), w.wake.as_mut()) {
@@ -385,38 +400,50 @@ fn close(w: &mut LoopWatch) {
             unsafe { uv.close(wake.as_mut_ptr().cast(), on_closed) };
         }
     }
+    if w.handles == 0 {
+        // SAFETY: no handle refers to it, the hub no longer holds it, and
+        // the caller does not use it again.
+        drop(unsafe { Box::from_raw(w as *mut LoopWatch) });
+    }
 }
 
 unsafe extern "C" fn on_closed(handle: *mut c_void) {
-    // SAFETY: `data` points at the Box we leaked in `start`; libuv is done
-    // with this handle.
+    // SAFETY: `data` points at the LoopWatch; libuv is done with this
+    // handle.
     let raw = unsafe { uv::data(handle) } as *mut LoopWatch;
-    // SAFETY: as above; the struct lives until its last handle has closed.
+    // SAFETY: as above: the struct lives until its last handle has closed.
     let w = unsafe { &mut *raw };
     w.handles -= 1;
     if w.handles == 0 {
-        // SAFETY: the last handle is closed: nothing refers to it any more.
+        // SAFETY: the last handle is closed, and `close` ran before it
+        // (only `close` closes it): nothing refers to the struct any more.
         drop(unsafe { Box::from_raw(raw) });
     }
 }
 
-/// The JS environment is going away with the child still running: stop
-/// watching and drop the listener without calling it. The native watcher
-/// started beside this one still sweeps and reaps the child.
-fn finish_without_js(w: &mut LoopWatch) {
-    w.done = true;
-    w.listener = None;
-    close(w);
-}
-
 /// The hook the listener runs at its environment's teardown
-/// ([`LoopListener::on_teardown`]).
+/// ([`LoopListener::on_teardown`]): stop watching and drop the listener
+/// without calling it. The native watcher started beside this one still
+/// sweeps and reaps the child.
 unsafe extern "C" fn on_teardown(arg: *mut c_void) {
     // SAFETY: registered with our LoopWatch, still alive: the listener
-    // removes the hook when the exit is delivered, and the watch is freed
-    // only on a later loop turn (`on_closed`).
+    // removes the hook when the exit is delivered, and this is the only
+    // other way it is let go of.
+    unsafe { on_gone(arg) };
+}
+
+/// The environment is going with the child unsettled (its listener's
+/// teardown hook, or the hub's): as [`on_teardown`].
+///
+/// # Safety
+/// `arg` is a live LoopWatch, not used after this call.
+unsafe fn on_gone(arg: *mut c_void) {
+    // SAFETY: the caller's contract.
     let w = unsafe { &mut *(arg as *mut LoopWatch) };
     if !w.done {
-        finish_without_js(w);
+        w.done = true;
+        w.listener = None;
+        // SAFETY: `w` is not used after this.
+        unsafe { close(w) };
     }
 }
