@@ -272,8 +272,12 @@ export async function run() {
  */
 async function exitOne(native, spawnSupervised, net) {
   native.spawnTraceSafetyNet(net)
-  const p = spawnSupervised('sleep', ['100'], { stdio: 'ignore' })
-  native.spawnTraceSafetyNet(true)
+  let p
+  try {
+    p = spawnSupervised('sleep', ['100'], { stdio: 'ignore' })
+  } finally {
+    native.spawnTraceSafetyNet(true)
+  }
   await new Promise((r) => setTimeout(r, 2))
   const heard = new Promise((resolve) =>
     p.once('exit', () => {

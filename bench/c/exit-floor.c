@@ -46,7 +46,11 @@ int main(int argc, char **argv) {
     pid_t pid;
     if (posix_spawnp(&pid, "sleep", &fa, &at, av, environ) != 0) return 1;
     int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-    if (pidfd < 0) return 1;
+    if (pidfd < 0) {
+      kill(pid, SIGKILL); /* nothing of ours left running */
+      waitpid(pid, NULL, 0);
+      return 1;
+    }
     struct epoll_event ev = {.events = EPOLLIN};
     epoll_ctl(ep, EPOLL_CTL_ADD, pidfd, &ev);
     usleep(2000);

@@ -38,9 +38,9 @@
 //! the native watcher's settle wakes (`Watched::on_settle`); the async
 //! callback then delivers the exit. If no native watcher runs (its start
 //! failed), parking starts one first, and only if that fails too does the
-//! loop arm the registration again and poll on. Each callback looks at the state first, so an
-//! exit the native side settled while the loop was blocked is delivered even
-//! if another child has the pid by then.
+//! loop arm the registration again and poll on. Each callback looks at the
+//! state first, so an exit the native side settled while the loop was
+//! blocked is delivered even if another child has the pid by then.
 //!
 //! A contained child (`cgroup`): its reap waits for the cgroup to empty,
 //! which the JS thread must not wait for. Usually it is empty once killed,

@@ -13,7 +13,6 @@ use std::sync::{Arc, TryLockError};
 
 use super::{Inner, State, Watched};
 use crate::exit_watch::{ExitStatus, OnExit};
-use crate::sys;
 
 /// Another holder of the pidfd (the reaper's epoll, under `key`): `let_go`
 /// returns what it held for the child, and the fd's close takes it out of
@@ -99,14 +98,6 @@ impl Watched {
         if let State::Reaped(status) = status {
             released.deliver(status);
         }
-    }
-
-    /// Whether the pidfd says the child has exited (readable), for a loop
-    /// that found nothing to reap: a tracer then holds the zombie.
-    pub fn pidfd_readable(&self) -> bool {
-        let inner = self.lock();
-        let pidfd = inner.pidfd.as_ref().map(|fd| fd.as_fd());
-        pidfd.is_some_and(|fd| sys::is_readable_now(fd).unwrap_or(false))
     }
 
     /// Whether the reaper leaves this child's exit to the JS loop for its
