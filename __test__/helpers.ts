@@ -189,6 +189,10 @@ export const TEST_TAG = `procward-test-${process.pid}`
 
 export class Spawned {
   private readonly children: ChildProcess[] = []
+  // Each child's 'exit', listened for from its spawn: Deno sets signalCode as
+  // soon as kill() is called, before the child is reaped, so only 'exit'
+  // says the process is gone.
+  private readonly exits = new WeakMap<ChildProcess, Promise<void>>()
   private readonly groups: number[] = []
   private readonly pids: number[] = []
   /** Every process started here, and all its descendants (daemons that
@@ -200,6 +204,14 @@ export class Spawned {
     const env = { ...(opts.env ?? process.env), PROCWARD_TEST_TAG: this.tag }
     const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'inherit'], ...opts, env })
     this.children.push(child)
+    this.exits.set(
+      child,
+      new Promise<void>((resolve) => {
+        child.once('exit', () => resolve())
+        // A spawn that failed (ENOENT, say) gives 'error' and no 'exit'.
+        child.once('error', () => child.pid === undefined && resolve())
+      }),
+    )
     if (opts.detached && child.pid) this.groups.push(child.pid)
     return child
   }
@@ -227,14 +239,10 @@ export class Spawned {
       }
     }
     await Promise.all(
-      this.children.map(
-        (c) =>
-          new Promise<void>((resolve) => {
-            if (c.exitCode !== null || c.signalCode !== null) return resolve()
-            c.once('exit', () => resolve())
-            c.kill('SIGKILL')
-          }),
-      ),
+      this.children.map((c) => {
+        if (c.exitCode === null) c.kill('SIGKILL') // a no-op once it has exited
+        return this.exits.get(c)
+      }),
     )
     this.children.length = 0
     this.groups.length = 0
