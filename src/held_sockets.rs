@@ -348,7 +348,22 @@ mod tests {
         assert_eq!(e.raw_os_error(), Some(libc::EADDRINUSE));
         drop(live); // the file stays, with nobody listening
         assert!(path.exists());
-        let again = listen_unix(&path, None, 8).unwrap();
+        // Another test thread spawning at this instant holds a copy of every
+        // fd of this process until its child's execve closes them, `live`
+        // included (a connect then succeeds: someone listens). Retried until
+        // that copy is gone; a stale socket never replaced still fails.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let again = loop {
+            match listen_unix(&path, None, 8) {
+                Err(e)
+                    if e.raw_os_error() == Some(libc::EADDRINUSE)
+                        && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(5))
+                }
+                r => break r.unwrap(),
+            }
+        };
         assert_eq!(
             local_address(again.as_raw_fd()).unwrap(),
             Some(Address::Unix(path.clone()))
