@@ -22,6 +22,7 @@ mod common;
 #[cfg(target_os = "linux")]
 mod linux;
 mod listen;
+mod stdio;
 #[cfg(target_os = "linux")]
 use linux as imp;
 #[cfg(target_os = "macos")]

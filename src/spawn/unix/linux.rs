@@ -190,7 +190,7 @@ extern "C" fn child_main(raw: *mut c_void) -> c_int {
             // program. Only an inherited fd can be otherwise: every source
             // `prepare` opened (the shared /dev/null, a pipe, a file) is
             // blocking already, and no one else holds its description.
-            super::common::make_blocking(target);
+            super::stdio::make_blocking(target);
         }
     }
 
@@ -227,7 +227,7 @@ extern "C" fn child_main(raw: *mut c_void) -> c_int {
             child_fail(args, Stage::Dup2);
         }
         if args.listen_blocking {
-            super::common::make_blocking(3 + i);
+            super::stdio::make_blocking(3 + i);
         }
     }
     if !args.listen_pid.is_null() {

@@ -165,7 +165,7 @@ fn file_actions(prep: &Prepared) -> Result<Actions, SpawnError> {
         let src = spec.raw();
         // posix_spawn runs nothing of ours in the child: clear the flag on
         // the shared description here, as libuv's posix_spawn path does.
-        super::common::make_blocking(if src >= 0 { src } else { target });
+        super::stdio::make_blocking(if src >= 0 { src } else { target });
         if src >= 0 {
             // Every source fd is 3 or above (`above_stdio`), never a target.
             // SAFETY: records a dup2 in the object we own.
