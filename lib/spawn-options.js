@@ -300,7 +300,7 @@ function nativeSpawnOptions(options) {
       // The child's environment, unless inherited: arrays the caller
       // turns into a NativeEnv (process.env's is kept while it reads the
       // same: see processEnv).
-      env: inheritEnv ? undefined : env,
+      env,
       extra: rare
         ? {
             cwd,
