@@ -189,10 +189,11 @@ export const TEST_TAG = `procward-test-${process.pid}`
 
 export class Spawned {
   private readonly children: ChildProcess[] = []
-  // Each child's 'exit', listened for from its spawn: Deno sets signalCode as
-  // soon as kill() is called, before the child is reaped, so only 'exit'
-  // says the process is gone.
+  // Each child's 'exit', listened for from its spawn (every runtime emits it
+  // on a later tick): Deno sets signalCode as soon as kill() is called,
+  // before the child is reaped, so only 'exit' says the process is gone.
   private readonly exits = new WeakMap<ChildProcess, Promise<void>>()
+  private readonly exited = new WeakSet<ChildProcess>()
   private readonly groups: number[] = []
   private readonly pids: number[] = []
   /** Every process started here, and all its descendants (daemons that
@@ -206,11 +207,12 @@ export class Spawned {
     this.children.push(child)
     this.exits.set(
       child,
-      new Promise<void>((resolve) => {
-        child.once('exit', () => resolve())
-        // A spawn that failed (ENOENT, say) gives 'error' and no 'exit'.
-        child.once('error', () => child.pid === undefined && resolve())
-      }),
+      new Promise<void>((resolve) =>
+        child.once('exit', () => {
+          this.exited.add(child)
+          resolve()
+        }),
+      ),
     )
     if (opts.detached && child.pid) this.groups.push(child.pid)
     return child
@@ -239,9 +241,25 @@ export class Spawned {
       }
     }
     await Promise.all(
-      this.children.map((c) => {
-        if (c.exitCode === null) c.kill('SIGKILL') // a no-op once it has exited
-        return this.exits.get(c)
+      this.children.map(async (c) => {
+        // A spawn that failed (ENOENT, say) has no pid and gives no 'exit'.
+        if (c.pid === undefined || this.exited.has(c)) return
+        // Not c.kill(): Deno's does nothing once any signal was sent. By
+        // pid, while it is still a child of ours (not reaped: no reuse).
+        if (childrenOf(process.pid).includes(c.pid)) {
+          try {
+            process.kill(c.pid, 'SIGKILL')
+          } catch {
+            // reaped just now
+          }
+        }
+        let timer: NodeJS.Timeout | undefined
+        await Promise.race([
+          this.exits.get(c),
+          new Promise((_, reject) => {
+            timer = setTimeout(() => reject(new Error(`child ${c.pid} gave no 'exit' 10 s after SIGKILL`)), 10_000)
+          }),
+        ]).finally(() => clearTimeout(timer))
       }),
     )
     this.children.length = 0
