@@ -179,12 +179,37 @@ fn has_listener(path: &Path) -> io::Result<bool> {
     }
 }
 
+/// The socket file a [`listen_unix`] created, as the file system knows it
+/// (device and inode): what [`remove_socket_file`] removes, and nothing
+/// bound there since.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SocketFile {
+    dev: u64,
+    ino: u64,
+}
+
+impl SocketFile {
+    fn of(path: &Path) -> Option<SocketFile> {
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
+        let m = std::fs::symlink_metadata(path).ok()?;
+        m.file_type().is_socket().then(|| SocketFile {
+            dev: m.dev(),
+            ino: m.ino(),
+        })
+    }
+}
+
 /// Binds and listens on the unix socket `path` (absolute). A socket file
 /// left by a holder that died (a connect is refused) is replaced, as systemd
 /// and most daemons do; a live one, or a file that is not a socket, is not
 /// (EADDRINUSE). `mode`: the file's permissions, set before `listen`, so no
-/// client ever reaches it under the umask's.
-pub fn listen_unix(path: &Path, mode: Option<u32>, backlog: i32) -> io::Result<OwnedFd> {
+/// client ever reaches it under the umask's. Also returns the file created,
+/// for [`remove_socket_file`].
+pub fn listen_unix(
+    path: &Path,
+    mode: Option<u32>,
+    backlog: i32,
+) -> io::Result<(OwnedFd, Option<SocketFile>)> {
     let fd = new_socket(libc::AF_UNIX)?;
     match bind_unix(&fd, path) {
         Ok(()) => {}
@@ -212,7 +237,7 @@ pub fn listen_unix(path: &Path, mode: Option<u32>, backlog: i32) -> io::Result<O
         let _ = std::fs::remove_file(path);
         return Err(e);
     }
-    Ok(fd)
+    Ok((fd, SocketFile::of(path)))
 }
 
 /// The address a socket is bound to, if it is an IP or a path one.
@@ -293,15 +318,13 @@ pub fn adopt(fd: RawFd) -> io::Result<(OwnedFd, Option<Address>)> {
     Ok((unsafe { OwnedFd::from_raw_fd(fd) }, address))
 }
 
-/// Removes the file of a unix socket we held, if it is still a socket (a
-/// successor may have bound its own meanwhile: then it names a listener,
-/// and is left).
-pub fn remove_socket_file(path: &Path) {
-    use std::os::unix::fs::FileTypeExt;
-    let is_socket = std::fs::symlink_metadata(path)
-        .map(|m| m.file_type().is_socket())
-        .unwrap_or(false);
-    if is_socket && !has_listener(path).unwrap_or(true) {
+/// Removes the socket file we created at `path`, if it is still that file:
+/// a successor that bound its own there meanwhile had to remove ours
+/// first, and its file is left. Judged by the file, not by a connect: a
+/// child of ours between its clone and its exec holds a copy of our
+/// closed socket, which would still answer one.
+pub fn remove_socket_file(path: &Path, ours: SocketFile) {
+    if SocketFile::of(path) == Some(ours) {
         let _ = std::fs::remove_file(path);
     }
 }
@@ -338,7 +361,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("s.sock");
-        let live = listen_unix(&path, Some(0o600), 8).unwrap();
+        let (live, _) = listen_unix(&path, Some(0o600), 8).unwrap();
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(
             std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
@@ -353,7 +376,7 @@ mod tests {
         // included (a connect then succeeds: someone listens). Retried until
         // that copy is gone; a stale socket never replaced still fails.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        let again = loop {
+        let (again, file) = loop {
             match listen_unix(&path, None, 8) {
                 Err(e)
                     if e.raw_os_error() == Some(libc::EADDRINUSE)
@@ -369,14 +392,8 @@ mod tests {
             Some(Address::Unix(path.clone()))
         );
         drop(again);
-        // As above: a spawn's copy of `again` is a listener until its exec.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while path.exists() && std::time::Instant::now() < deadline {
-            remove_socket_file(&path);
-            if path.exists() {
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
-        }
+        // Ours, even while a spawn's copy of `again` would still answer.
+        remove_socket_file(&path, file.unwrap());
         assert!(!path.exists());
         let plain = dir.join("plain");
         std::fs::write(&plain, b"keep").unwrap();
@@ -412,7 +429,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("full.sock");
-        let live = listen_unix(&path, None, 0).unwrap();
+        let (live, _) = listen_unix(&path, None, 0).unwrap();
         // Fill its queue: non-blocking connects until one would wait.
         let mut queued = Vec::new();
         for _ in 0..64 {
@@ -435,6 +452,32 @@ mod tests {
         assert_eq!(e.raw_os_error(), Some(libc::EADDRINUSE));
         drop(queued);
         drop(live);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn only_the_socket_file_we_created_is_removed() {
+        let dir = std::env::temp_dir().join(format!("procward-held-file-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.sock");
+        // Ours is removed even while a copy of its fd listens on (as a
+        // spawn's child holds one until its exec).
+        let (ours, file) = listen_unix(&path, None, 8).unwrap();
+        let copy = ours.try_clone().unwrap();
+        drop(ours);
+        remove_socket_file(&path, file.unwrap());
+        assert!(!path.exists(), "our socket file was left");
+        drop(copy);
+        let (ours, file) = listen_unix(&path, None, 8).unwrap();
+        let file = file.unwrap();
+        // A successor removes our file and binds its own at the same path.
+        std::fs::remove_file(&path).unwrap();
+        let (theirs, _) = listen_unix(&path, None, 8).unwrap();
+        drop(ours);
+        remove_socket_file(&path, file);
+        assert!(path.exists(), "the successor's socket file was removed");
+        drop(theirs);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -18,7 +18,7 @@ pub struct HeldSocket {
     fd: Option<OwnedFd>,
     address: Option<Address>,
     /// A unix socket file we created, removed at `close()`.
-    owned_path: Option<PathBuf>,
+    owned_path: Option<(PathBuf, held_sockets::SocketFile)>,
 }
 
 #[napi]
@@ -55,12 +55,12 @@ impl HeldSocket {
     }
 
     /// Closes the socket (and removes the file of a unix socket bound here,
-    /// while it names no listener). Idempotent.
+    /// unless another has been bound there since). Idempotent.
     #[napi]
     pub fn close(&mut self) {
         if self.fd.take().is_some() {
-            if let Some(path) = self.owned_path.take() {
-                held_sockets::remove_socket_file(&path);
+            if let Some((path, file)) = self.owned_path.take() {
+                held_sockets::remove_socket_file(&path, file);
             }
         }
     }
@@ -102,7 +102,7 @@ pub fn listen_tcp(env: Env, host: String, port: u32, queue: u32) -> Result<HeldS
 #[napi]
 pub fn listen_unix(env: Env, path: String, mode: Option<u32>, queue: u32) -> Result<HeldSocket> {
     let path = PathBuf::from(path);
-    let fd = throw(
+    let (fd, file) = throw(
         &env,
         held_sockets::listen_unix(&path, mode, backlog(queue))
             .map_err(|e| JsErr::os(&e, "listen").path(&path)),
@@ -110,7 +110,7 @@ pub fn listen_unix(env: Env, path: String, mode: Option<u32>, queue: u32) -> Res
     Ok(HeldSocket {
         fd: Some(fd),
         address: Some(Address::Unix(path.clone())),
-        owned_path: Some(path),
+        owned_path: file.map(|f| (path, f)),
     })
 }
 
