@@ -180,8 +180,8 @@ fn has_listener(path: &Path) -> io::Result<bool> {
 }
 
 /// The socket file a [`listen_unix`] created, as the file system knows it
-/// (device and inode): what [`remove_socket_file`] removes, and nothing
-/// bound there since.
+/// (device and inode): what [`close_unix`] removes, and nothing bound
+/// there since.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SocketFile {
     dev: u64,
@@ -204,7 +204,7 @@ impl SocketFile {
 /// and most daemons do; a live one, or a file that is not a socket, is not
 /// (EADDRINUSE). `mode`: the file's permissions, set before `listen`, so no
 /// client ever reaches it under the umask's. Also returns the file created,
-/// for [`remove_socket_file`].
+/// for [`close_unix`].
 pub fn listen_unix(
     path: &Path,
     mode: Option<u32>,
@@ -318,13 +318,17 @@ pub fn adopt(fd: RawFd) -> io::Result<(OwnedFd, Option<Address>)> {
     Ok((unsafe { OwnedFd::from_raw_fd(fd) }, address))
 }
 
-/// Removes the socket file we created at `path`, if it is still that file:
-/// a successor that bound its own there meanwhile had to remove ours
-/// first, and its file is left. Judged by the file, not by a connect: a
-/// child of ours between its clone and its exec holds a copy of our
-/// closed socket, which would still answer one.
-pub fn remove_socket_file(path: &Path, ours: SocketFile) {
-    if SocketFile::of(path) == Some(ours) {
+/// Closes our unix socket `fd` and removes the socket file we created at
+/// `path` for it, if it is still that file: a successor that bound its own
+/// there meanwhile had to remove ours first, and its file is left. The
+/// file is judged before the close, while our socket pins its inode (no
+/// other file can then have its number), and not by a connect: a child of
+/// ours between its clone and its exec holds a copy of the socket, which
+/// would still answer one after our close.
+pub fn close_unix(fd: OwnedFd, path: &Path, ours: SocketFile) {
+    let still_ours = SocketFile::of(path) == Some(ours);
+    drop(fd);
+    if still_ours {
         let _ = std::fs::remove_file(path);
     }
 }
@@ -391,9 +395,8 @@ mod tests {
             local_address(again.as_raw_fd()).unwrap(),
             Some(Address::Unix(path.clone()))
         );
-        drop(again);
         // Ours, even while a spawn's copy of `again` would still answer.
-        remove_socket_file(&path, file.unwrap());
+        close_unix(again, &path, file.unwrap());
         assert!(!path.exists());
         let plain = dir.join("plain");
         std::fs::write(&plain, b"keep").unwrap();
@@ -465,17 +468,14 @@ mod tests {
         // spawn's child holds one until its exec).
         let (ours, file) = listen_unix(&path, None, 8).unwrap();
         let copy = ours.try_clone().unwrap();
-        drop(ours);
-        remove_socket_file(&path, file.unwrap());
+        close_unix(ours, &path, file.unwrap());
         assert!(!path.exists(), "our socket file was left");
         drop(copy);
-        let (ours, file) = listen_unix(&path, None, 8).unwrap();
-        let file = file.unwrap();
         // A successor removes our file and binds its own at the same path.
+        let (ours, file) = listen_unix(&path, None, 8).unwrap();
         std::fs::remove_file(&path).unwrap();
         let (theirs, _) = listen_unix(&path, None, 8).unwrap();
-        drop(ours);
-        remove_socket_file(&path, file);
+        close_unix(ours, &path, file.unwrap());
         assert!(path.exists(), "the successor's socket file was removed");
         drop(theirs);
         std::fs::remove_dir_all(&dir).unwrap();

@@ -58,9 +58,10 @@ impl HeldSocket {
     /// unless another has been bound there since). Idempotent.
     #[napi]
     pub fn close(&mut self) {
-        if self.fd.take().is_some() {
-            if let Some((path, file)) = self.owned_path.take() {
-                held_sockets::remove_socket_file(&path, file);
+        if let Some(fd) = self.fd.take() {
+            match self.owned_path.take() {
+                Some((path, file)) => held_sockets::close_unix(fd, &path, file),
+                None => drop(fd),
             }
         }
     }
