@@ -240,13 +240,14 @@ export class Spawned {
         }
       }
     }
+    // A spawn that failed (ENOENT, say) has no pid and gives no 'exit'.
+    const running = this.children.filter((c) => c.pid !== undefined && !this.exited.has(c))
+    const ours = new Set(running.length > 0 ? childrenOf(process.pid) : [])
     await Promise.all(
-      this.children.map(async (c) => {
-        // A spawn that failed (ENOENT, say) has no pid and gives no 'exit'.
-        if (c.pid === undefined || this.exited.has(c)) return
+      running.map(async (c) => {
         // Not c.kill(): Deno's does nothing once any signal was sent. By
         // pid, while it is still a child of ours (not reaped: no reuse).
-        if (childrenOf(process.pid).includes(c.pid)) {
+        if (c.pid !== undefined && ours.has(c.pid)) {
           try {
             process.kill(c.pid, 'SIGKILL')
           } catch {
