@@ -6,16 +6,41 @@ use std::sync::{Arc, Barrier};
 use super::*;
 use crate::lock::{wait, Cancel, Waiter};
 
-pub(super) fn scratch(name: &str) -> PathBuf {
+/// A fresh scratch directory, removed with everything in it when dropped.
+pub(super) struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub(super) fn scratch(name: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!("procward-lock-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    Scratch(dir)
 }
 
-/// The lock file `l` in a fresh scratch directory.
-fn lock_path(name: &str) -> PathBuf {
-    scratch(name).join("l")
+/// The lock file `l` in a fresh scratch directory (removed when the
+/// first half is dropped).
+fn lock_path(name: &str) -> (Scratch, PathBuf) {
+    let dir = scratch(name);
+    let path = dir.join("l");
+    (dir, path)
 }
 
 fn open(path: &Path) -> LockFile {
@@ -72,7 +97,7 @@ fn records_escape_their_strings() {
 
 #[test]
 fn one_holder_at_a_time_even_within_a_process() {
-    let path = lock_path("exclusive");
+    let (_dir, path) = lock_path("exclusive");
     let mut first = acquire(&path).expect("free lock");
     assert!(first.previous.is_empty());
     assert_eq!(std::fs::read_to_string(&path).unwrap(), first.record);
@@ -90,7 +115,7 @@ fn one_holder_at_a_time_even_within_a_process() {
 
 #[test]
 fn a_holder_that_dies_leaves_its_record() {
-    let path = lock_path("abandon");
+    let (_dir, path) = lock_path("abandon");
     let first = acquire(&path).unwrap();
     let record = first.record.clone();
     first.lock.abandon();
@@ -150,7 +175,7 @@ fn created_0600_and_checked() {
 
 #[test]
 fn read_does_not_take_or_create() {
-    let path = lock_path("read");
+    let (_dir, path) = lock_path("read");
     assert!(read(&path).unwrap().is_none());
     assert!(!path.exists());
     let mut held = acquire(&path).unwrap();
@@ -167,7 +192,7 @@ fn read_does_not_take_or_create() {
 
 #[test]
 fn only_an_exclusive_lock_counts_as_held() {
-    let path = lock_path("shared");
+    let (_dir, path) = lock_path("shared");
     drop(open(&path));
     let other = std::fs::File::open(&path).unwrap();
     // SAFETY: a valid fd.
@@ -202,7 +227,7 @@ const LONG: Duration = Duration::from_secs(10);
 
 #[test]
 fn a_waiter_gets_the_lock_when_it_is_released() {
-    let path = lock_path("wait");
+    let (_dir, path) = lock_path("wait");
     let mut holder = acquire(&path).unwrap();
     let (mut waiter, rx) = start_wait(&path);
     assert!(
@@ -221,7 +246,7 @@ fn a_waiter_gets_the_lock_when_it_is_released() {
 
 #[test]
 fn a_cancelled_waiter_ends_and_never_takes_the_lock() {
-    let path = lock_path("cancel");
+    let (_dir, path) = lock_path("cancel");
     let mut holder = acquire(&path).unwrap();
     let (mut waiter, rx) = start_wait(&path);
     std::thread::sleep(Duration::from_millis(20));
@@ -237,7 +262,7 @@ fn a_cancelled_waiter_ends_and_never_takes_the_lock() {
 
 #[test]
 fn cancel_before_the_thread_runs() {
-    let path = lock_path("early");
+    let (_dir, path) = lock_path("early");
     let _holder = acquire(&path).unwrap();
     let (mut waiter, rx) = start_wait(&path);
     assert_eq!(waiter.cancel(), Cancel::Cancelled);
@@ -250,7 +275,7 @@ fn cancel_before_the_thread_runs() {
 /// waiter holds it.
 #[test]
 fn cancel_racing_the_grant() {
-    let path = lock_path("race");
+    let (_dir, path) = lock_path("race");
     let (mut cancelled, mut late) = (0, 0);
     for i in 0..300 {
         let mut holder = acquire(&path).unwrap();
@@ -293,7 +318,7 @@ fn cancel_racing_the_grant() {
 
 #[test]
 fn many_waiters_one_at_a_time() {
-    let path = lock_path("many");
+    let (_dir, path) = lock_path("many");
     let mut holder = acquire(&path).unwrap();
     let (tx, rx) = mpsc::channel();
     let mut waiters: Vec<Waiter> = (0..12)
@@ -324,7 +349,7 @@ fn many_waiters_one_at_a_time() {
 /// wait must end, promptly, without the lock.
 #[test]
 fn cancel_at_any_moment_ends_the_wait() {
-    let path = lock_path("anytime");
+    let (_dir, path) = lock_path("anytime");
     let _holder = acquire(&path).unwrap();
     for i in 0..1000u32 {
         let (mut waiter, rx) = start_wait(&path);
@@ -344,7 +369,7 @@ fn cancel_at_any_moment_ends_the_wait() {
 
 #[test]
 fn records_of_any_size_are_read_up_to_the_cap() {
-    let path = lock_path("sizes");
+    let (_dir, path) = lock_path("sizes");
     for len in [0, 1, 4095, 4096, 4097, RECORD_MAX, RECORD_MAX + 10] {
         std::fs::write(&path, vec![b'x'; len]).unwrap();
         let seen = read(&path).unwrap().unwrap();
@@ -354,7 +379,7 @@ fn records_of_any_size_are_read_up_to_the_cap() {
 
 #[test]
 fn a_longer_old_record_is_cut_to_ours() {
-    let path = lock_path("longer");
+    let (_dir, path) = lock_path("longer");
     let mut old = b"{\"pid\":1,\"purpose\":\"".to_vec();
     old.resize(700, b'y');
     std::fs::write(&path, &old).unwrap();
@@ -397,7 +422,8 @@ fn holds_what_the_path_names(path: &Path, got: &Acquired, how: &str) {
 #[test]
 fn a_waiter_never_ends_on_a_replaced_or_removed_file() {
     for how in ["rename", "unlink"] {
-        let path = scratch(&format!("replaced-{how}")).join("l");
+        let dir = scratch(&format!("replaced-{how}"));
+        let path = dir.join("l");
         let mut holder = acquire(&path).unwrap();
         let (mut waiter, rx) = start_wait(&path);
         std::thread::sleep(Duration::from_millis(20));
@@ -416,7 +442,8 @@ fn a_waiter_never_ends_on_a_replaced_or_removed_file() {
 #[test]
 fn an_acquire_never_ends_on_a_replaced_or_removed_file() {
     for how in ["rename", "unlink"] {
-        let path = scratch(&format!("replaced-try-{how}")).join("l");
+        let dir = scratch(&format!("replaced-try-{how}"));
+        let path = dir.join("l");
         let file = open(&path);
         replace_or_remove(&path, how);
         let Try::Acquired(got) = try_acquire(file, None).unwrap() else {
@@ -450,7 +477,7 @@ fn a_hard_linked_file_is_refused_and_untouched() {
 
 #[test]
 fn foreign_content_is_refused_and_untouched() {
-    let path = lock_path("foreign");
+    let (_dir, path) = lock_path("foreign");
     std::fs::write(&path, b"SQLite format 3\0...").unwrap();
     assert!(matches!(
         try_acquire(open(&path), None),
