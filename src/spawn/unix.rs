@@ -22,6 +22,7 @@ mod common;
 #[cfg(target_os = "linux")]
 mod linux;
 mod listen;
+mod stage;
 mod stdio;
 #[cfg(target_os = "linux")]
 use linux as imp;
@@ -42,7 +43,8 @@ use std::sync::Mutex;
 
 use super::{Command, SpawnError};
 use crate::pid::Pid;
-use common::{prepare, Prepared, Stage};
+use common::{prepare, Prepared};
+use stage::Stage;
 
 /// A started child. `pidfd` is present when the exit watch can use one.
 pub struct Child {

@@ -12,7 +12,8 @@ use std::os::fd::{IntoRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use super::super::{At, Command, Environment, SpawnError};
+use super::super::{Command, Environment, SpawnError};
+use super::stage::Stage;
 use super::stdio::{above_stdio, open_stdio, ChildFd};
 use crate::pid::{Pid, Signal};
 
@@ -23,111 +24,6 @@ use crate::pid::{Pid, Signal};
 #[derive(Clone, Debug)]
 pub struct IntoCgroup {
     pub dir: RawFd,
-}
-
-/// Where a spawn failed, for the error's `syscall` and message. The steps
-/// between clone and exec are reported by the Linux child alone (macOS's
-/// `posix_spawn` does them itself, and says only whether it worked).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(i32)]
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-pub enum Stage {
-    Resolve = 1,
-    Cwd,
-    Stdio,
-    Clone,
-    Setpgid,
-    Prctl,
-    Dup2,
-    Chdir,
-    Execve,
-    Spawner,
-    Setgid,
-    Setuid,
-    /// Entering the child's cgroup (`cgroup.procs`, or `clone3`).
-    Cgroup,
-    Setsid,
-    /// Refused where the child cannot be given a umask (macOS).
-    Umask,
-    /// Copying a listening socket of `Command::listen`.
-    Listen,
-}
-
-impl Stage {
-    #[cfg(target_os = "linux")]
-    pub(super) fn from_i32(v: i32) -> Stage {
-        match v {
-            1 => Stage::Resolve,
-            2 => Stage::Cwd,
-            3 => Stage::Stdio,
-            4 => Stage::Clone,
-            5 => Stage::Setpgid,
-            6 => Stage::Prctl,
-            7 => Stage::Dup2,
-            8 => Stage::Chdir,
-            9 => Stage::Execve,
-            11 => Stage::Setgid,
-            12 => Stage::Setuid,
-            13 => Stage::Cgroup,
-            14 => Stage::Setsid,
-            15 => Stage::Umask,
-            16 => Stage::Listen,
-            _ => Stage::Spawner,
-        }
-    }
-
-    /// What the caller was doing when this stage failed.
-    fn at(self) -> At {
-        match self {
-            Stage::Cwd | Stage::Chdir => At::Chdir,
-            Stage::Setpgid
-            | Stage::Prctl
-            | Stage::Dup2
-            | Stage::Setgid
-            | Stage::Setuid
-            | Stage::Cgroup
-            | Stage::Setsid
-            | Stage::Umask => At::Setup,
-            Stage::Resolve
-            | Stage::Stdio
-            | Stage::Clone
-            | Stage::Execve
-            | Stage::Spawner
-            | Stage::Listen => At::Spawn,
-        }
-    }
-
-    /// The system call that failed, as far as there is one.
-    pub fn syscall(self) -> &'static str {
-        match self {
-            Stage::Resolve => "spawn",
-            Stage::Cwd => "chdir",
-            Stage::Stdio => "open",
-            Stage::Clone => "clone",
-            Stage::Setpgid => "setpgid",
-            Stage::Prctl => "prctl",
-            Stage::Dup2 => "dup2",
-            Stage::Chdir => "chdir",
-            Stage::Execve => "execve",
-            Stage::Spawner => "spawn",
-            Stage::Setgid => "setgid",
-            Stage::Setuid => "setuid",
-            Stage::Cgroup => "cgroup.procs",
-            Stage::Setsid => "setsid",
-            Stage::Umask => "umask",
-            Stage::Listen => "dup",
-        }
-    }
-}
-
-impl SpawnError {
-    pub(super) fn os(err: io::Error, stage: Stage) -> SpawnError {
-        SpawnError::Os {
-            err,
-            at: stage.at(),
-            syscall: stage.syscall(),
-        }
-    }
 }
 
 /// The parent's end of a `'pipe'` stdio or of the readiness pipe.
@@ -390,7 +286,7 @@ pub(super) fn prepare(cmd: &Command) -> Result<(Prepared, ParentEnds), SpawnErro
 
 #[cfg(test)]
 pub(super) mod tests {
-    use super::super::super::Stdio;
+    use super::super::super::{At, Stdio};
     use super::*;
 
     fn env() -> Vec<(OsString, OsString)> {

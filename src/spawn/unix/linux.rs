@@ -25,7 +25,8 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 
-use super::common::{Prepared, Stage};
+use super::common::Prepared;
+use super::stage::Stage;
 use crate::pid::Pid;
 use crate::spawn::SpawnError;
 

@@ -35,7 +35,8 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, OwnedFd};
 
-use super::common::{Prepared, Stage};
+use super::common::Prepared;
+use super::stage::Stage;
 use crate::pid::Pid;
 use crate::spawn::SpawnError;
 

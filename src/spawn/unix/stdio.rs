@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use super::super::{SpawnError, Stdio};
-use super::common::Stage;
+use super::stage::Stage;
 
 /// Moves an fd to number 3 or above, so that dup2 onto 0..2 in the child
 /// cannot overwrite another source (possible when the parent's own stdio is
