@@ -331,39 +331,27 @@ pub fn epoll_create() -> io::Result<OwnedFd> {
 /// the fd stays registered but silent, however long it stays readable),
 /// reported with `key`.
 pub fn epoll_add_once(epoll: BorrowedFd<'_>, fd: BorrowedFd<'_>, key: u64) -> io::Result<()> {
-    let mut ev = libc::epoll_event {
-        events: (libc::EPOLLIN | libc::EPOLLONESHOT) as u32,
-        u64: key,
-    };
-    // SAFETY: two valid fds and an event we own.
-    cvt(unsafe {
-        libc::epoll_ctl(
-            epoll.as_raw_fd(),
-            libc::EPOLL_CTL_ADD,
-            fd.as_raw_fd(),
-            &mut ev,
-        )
-    })
-    .map(drop)
+    epoll_once(epoll, fd, key, libc::EPOLL_CTL_ADD)
 }
 
 /// Arms `fd`'s one-shot registration in `epoll` again (`EPOLL_CTL_MOD`):
 /// one more readable event, reported with `key`.
 pub fn epoll_rearm_once(epoll: BorrowedFd<'_>, fd: BorrowedFd<'_>, key: u64) -> io::Result<()> {
+    epoll_once(epoll, fd, key, libc::EPOLL_CTL_MOD)
+}
+
+fn epoll_once(
+    epoll: BorrowedFd<'_>,
+    fd: BorrowedFd<'_>,
+    key: u64,
+    op: libc::c_int,
+) -> io::Result<()> {
     let mut ev = libc::epoll_event {
         events: (libc::EPOLLIN | libc::EPOLLONESHOT) as u32,
         u64: key,
     };
     // SAFETY: two valid fds and an event we own.
-    cvt(unsafe {
-        libc::epoll_ctl(
-            epoll.as_raw_fd(),
-            libc::EPOLL_CTL_MOD,
-            fd.as_raw_fd(),
-            &mut ev,
-        )
-    })
-    .map(drop)
+    cvt(unsafe { libc::epoll_ctl(epoll.as_raw_fd(), op, fd.as_raw_fd(), &mut ev) }).map(drop)
 }
 
 /// `epoll_wait`: the keys of the ready fds, written into `keys` (as many as
